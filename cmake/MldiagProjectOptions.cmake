@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: Apache-2.0
+# Options for mldiag's own tests, examples, benchmarks and tools: warnings as errors and the
+# sanitizers. They are attached to mldiag_project_options, which only our own targets link;
+# the library targets users link never carry them.
+include_guard(GLOBAL)
+
+add_library(mldiag_project_options INTERFACE)
+
+set(mldiag_cxx_warnings -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wnon-virtual-dtor
+                        -Wold-style-cast -Wcast-align -Woverloaded-virtual -Werror)
+target_compile_options(mldiag_project_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:${mldiag_cxx_warnings}>)
+if(mldiag_cuda_enabled)
+  # nvcc: its own warnings as errors, and the host compiler's on our code. CUB and Thrust come
+  # in as system headers, so their warnings are not ours to fix.
+  target_compile_options(mldiag_project_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror>)
+endif()
+
+if(MLDIAG_SANITIZE)
+  string(REPLACE "," ";" mldiag_sanitizers "${MLDIAG_SANITIZE}")
+  foreach(san IN LISTS mldiag_sanitizers)
+    if(NOT san MATCHES "^(address|undefined|leak|thread)$")
+      message(FATAL_ERROR "mldiag: MLDIAG_SANITIZE has '${san}'; use a comma-separated list of "
+                          "address, undefined, leak, thread")
+    endif()
+  endforeach()
+  set(mldiag_san_flags -fsanitize=${MLDIAG_SANITIZE} -fno-omit-frame-pointer
+                       -fno-sanitize-recover=all)
+  target_compile_options(mldiag_project_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:${mldiag_san_flags}>)
+  target_link_options(mldiag_project_options INTERFACE ${mldiag_san_flags})
+  message(STATUS "mldiag: sanitizers on for our own targets: ${MLDIAG_SANITIZE}")
+endif()
+
+# mldiag_add_program(<name> SOURCES ... [LIBS ...]): an executable of ours with the options.
+function(mldiag_add_program name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE mldiag::mldiag ${arg_LIBS} mldiag_project_options)
+  target_compile_features(${name} PRIVATE cxx_std_20)
+  set_target_properties(${name} PROPERTIES CXX_EXTENSIONS OFF)
+endfunction()

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The README's two commands.
+#   scripts/quickstart.sh demo   install what is missing, build, run the flagship demo
+#   scripts/quickstart.sh test   install what is missing, build and run every test:
+#                                the plain build, then the ASan+UBSan build
+# Works as root and as a user with sudo on Debian/Ubuntu. MLDIAG_NO_INSTALL=1 skips apt-get.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() { echo "usage: scripts/quickstart.sh demo|test" >&2; exit 2; }
+[ $# -eq 1 ] || usage
+mode=$1
+case "$mode" in demo|test) ;; *) usage ;; esac
+
+# Debian/Ubuntu package names. Optional parts (LibTorch for mldiag::torch, CUDA) are not
+# installed here: docs/building.md says which package turns each on.
+packages=(cmake g++ ninja-build libfmt-dev doctest-dev libeigen3-dev libopenmpi-dev openmpi-bin
+          nlohmann-json3-dev)
+
+install_missing() {
+  if [ "${MLDIAG_NO_INSTALL:-0}" = 1 ]; then
+    echo "mldiag: MLDIAG_NO_INSTALL=1: not installing packages"
+    return
+  fi
+  if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+    echo "mldiag: no apt-get here; install by hand: a C++20 compiler, CMake >= 3.25, Ninja," \
+         "{fmt}, doctest, Eigen 3.4, MPI (see docs/building.md)" >&2
+    return
+  fi
+  local missing=() p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "mldiag: prerequisites already installed"
+    return
+  fi
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+      sudo=(sudo)
+    else
+      echo "mldiag: missing packages: ${missing[*]}; run this as root or install sudo" >&2
+      exit 1
+    fi
+  fi
+  echo "mldiag: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+jobs=$(nproc 2>/dev/null || echo 2)
+install_missing
+
+if [ "$mode" = demo ]; then
+  cmake --preset release
+  cmake --build --preset release --target mldiag_stats_demo -j "$jobs"
+  exec ./build/examples/stats_demo/mldiag_stats_demo
+fi
+
+status=0
+for preset in release asan; do
+  echo "=== mldiag: $preset build ==="
+  cmake --preset "$preset"
+  cmake --build --preset "$preset" -j "$jobs"
+  ctest --preset "$preset" || status=1
+done
+exit $status
