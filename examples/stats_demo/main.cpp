@@ -19,7 +19,7 @@ void print(const char* name, const mldiag::tensor_stats& s) {
               static_cast<unsigned long long>(s.nan), static_cast<unsigned long long>(s.pos_inf),
               static_cast<unsigned long long>(s.neg_inf), static_cast<unsigned long long>(s.zeros));
   std::printf("  min %.7g  max %.7g  max_abs %.7g\n", s.min, s.max, s.max_abs);
-  std::printf("  mean %.7g  std %.7g  l2_norm %.10g  rms %.7g\n\n", s.mean, s.stddev(), s.l2_norm(),
+  std::printf("  mean %.7g  std %.7g  l2_norm %.10g  rms %.7g\n\n", s.mean(), s.stddev(), s.l2_norm(),
               s.rms());
 }
 

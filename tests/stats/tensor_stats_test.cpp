@@ -1,69 +1,121 @@
 // SPDX-License-Identifier: Apache-2.0
-// tensor_stats against independent references: hand-derived values and long double sums.
+// tensor_stats and compute_stats against independent references: hand-derived values and
+// long double sums over values decoded one by one (tests/support/reference.hpp).
 #include <doctest/doctest.h>
 
 #include "mldiag/stats/compute.hpp"
 
+#include "../support/reference.hpp"
+
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
 #include <vector>
 
+using mldiag_test::check_against;
+using mldiag_test::reference_of;
+using mldiag_test::relative_error;
+
 namespace {
 
-struct reference {
-  long double sum = 0, sum_sq = 0;
-  long double min = INFINITY, max = -INFINITY;
-  unsigned long long finite = 0;
-};
-
 template <class T>
-reference reference_of(const std::vector<T>& x) {
-  reference r;
-  for (T v : x) {
-    if (!std::isfinite(v)) continue;
-    const long double l = v;
-    r.sum += l;
-    r.sum_sq += l * l;
-    r.min = std::min(r.min, l);
-    r.max = std::max(r.max, l);
-    ++r.finite;
-  }
-  return r;
+T from_bits(std::uint64_t bits) {
+  if constexpr (std::is_same_v<T, double>) return std::bit_cast<double>(bits);
+  else if constexpr (std::is_same_v<T, float>) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  else return T::from_bits(static_cast<decltype(T{}.bits)>(bits));
 }
 
-double rel(double got, long double want) {
-  return want == 0 ? std::fabs(got) : static_cast<double>(std::fabs((got - want) / want));
+template <class T>
+T make(double v) {
+  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
+  else return T(v);
+}
+
+// Special bit patterns of each format: NaNs with payloads, infinities, denormals, zeros.
+template <class T>
+std::vector<T> specials() {
+  if constexpr (std::is_same_v<T, double>) {
+    return {from_bits<T>(0x7ff8000000000001ull), from_bits<T>(0xfff0000000000123ull),
+            from_bits<T>(0x7ff0000000000000ull), from_bits<T>(0xfff0000000000000ull),
+            from_bits<T>(1), from_bits<T>(0x8000000000000001ull), from_bits<T>(0),
+            from_bits<T>(0x8000000000000000ull)};
+  } else if constexpr (std::is_same_v<T, float>) {
+    return {from_bits<T>(0x7fc00001), from_bits<T>(0xff800123), from_bits<T>(0x7f800000),
+            from_bits<T>(0xff800000), from_bits<T>(1), from_bits<T>(0x80000001),
+            from_bits<T>(0), from_bits<T>(0x80000000)};
+  } else if constexpr (std::is_same_v<T, mldiag::half>) {
+    return {from_bits<T>(0x7e01), from_bits<T>(0xfc01), from_bits<T>(0x7c00),
+            from_bits<T>(0xfc00), from_bits<T>(1), from_bits<T>(0x8001), from_bits<T>(0),
+            from_bits<T>(0x8000)};
+  } else if constexpr (std::is_same_v<T, mldiag::bfloat16>) {
+    return {from_bits<T>(0x7fc1), from_bits<T>(0xff81), from_bits<T>(0x7f80),
+            from_bits<T>(0xff80), from_bits<T>(1), from_bits<T>(0x8001), from_bits<T>(0),
+            from_bits<T>(0x8000)};
+  } else if constexpr (std::is_same_v<T, mldiag::float8_e4m3>) {
+    return {from_bits<T>(0x7f), from_bits<T>(0xff), from_bits<T>(1), from_bits<T>(0x81),
+            from_bits<T>(0), from_bits<T>(0x80)};
+  } else {
+    return {from_bits<T>(0x7d), from_bits<T>(0xff), from_bits<T>(0x7c), from_bits<T>(0xfc),
+            from_bits<T>(1), from_bits<T>(0x81), from_bits<T>(0), from_bits<T>(0x80)};
+  }
+}
+
+// Random values in the format's comfortable range with the specials planted at random spots.
+template <class T>
+std::vector<T> random_tensor(std::size_t n, std::uint64_t seed, double mean, double sd) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(mean, sd);
+  std::vector<T> x(n);
+  for (auto& v : x) v = make<T>(normal(rng));
+  const auto sp = specials<T>();
+  if (n > 0) {
+    for (std::size_t k = 0; k < std::min<std::size_t>(n / 3 + 1, 40); ++k) {
+      x[std::uniform_int_distribution<std::size_t>(0, n - 1)(rng)] = sp[k % sp.size()];
+    }
+  }
+  return x;
+}
+
+// Sizes around the block (4096) and unit (65536) boundaries.
+constexpr std::size_t sizes[] = {0, 1, 2, 15, 16, 17, 4095, 4096, 4097, 65535, 65536, 65537, 200003};
+
+template <class T>
+void check_random(double mean, double sd) {
+  for (std::size_t n : sizes) {
+    const auto x = random_tensor<T>(n + 1, 1000 + n, mean, sd);
+    // From the second element: a start that is not aligned to the element's natural vector.
+    const std::span<const T> view(x.data() + 1, n);
+    CAPTURE(n);
+    check_against(mldiag::compute_stats(view), reference_of(view));
+  }
 }
 
 }  // namespace
 
 TEST_CASE("L2 norm of 1..12 is sqrt(650) = 25.495098") {
   std::vector<float> x;
-  for (int i = 1; i <= 12; ++i)
-    x.push_back(static_cast<float>(i));
-  const auto s = mldiag::compute_stats(std::span<const float>(x));
+  for (int i = 1; i <= 12; ++i) x.push_back(static_cast<float>(i));
+  const auto s = mldiag::compute_stats(x);
   CHECK(s.count == 12);
   CHECK(s.l2_norm() == doctest::Approx(25.495098).epsilon(1e-7));
-  CHECK(s.mean == doctest::Approx(6.5).epsilon(1e-15));
+  CHECK(s.mean() == doctest::Approx(6.5).epsilon(1e-15));
   // population variance of 1..n is (n^2 - 1) / 12
   CHECK(s.variance() == doctest::Approx(143.0 / 12.0).epsilon(1e-14));
   CHECK(s.min == 1.0);
   CHECK(s.max == 12.0);
+  CHECK(s.rms() == doctest::Approx(std::sqrt(650.0 / 12.0)).epsilon(1e-14));
 }
 
 TEST_CASE("NaN and Inf and zeros are counted by bit pattern and moments cover finite values") {
-  std::vector<float> x = {1.0f,
-                          -0.0f,
-                          0.0f,
-                          std::numeric_limits<float>::denorm_min(),
+  std::vector<float> x = {1.0f, -0.0f, 0.0f, std::numeric_limits<float>::denorm_min(),
                           std::numeric_limits<float>::quiet_NaN(),
                           -std::numeric_limits<float>::quiet_NaN(),
                           std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(),
-                          -2.0f};
-  const auto s = mldiag::compute_stats(std::span<const float>(x));
+                          -std::numeric_limits<float>::infinity(), -2.0f};
+  const auto s = mldiag::compute_stats(x);
   CHECK(s.count == 9);
   CHECK(s.nan == 2);
   CHECK(s.pos_inf == 1);
@@ -76,71 +128,96 @@ TEST_CASE("NaN and Inf and zeros are counted by bit pattern and moments cover fi
   CHECK(s.l2_norm() == doctest::Approx(std::sqrt(5.0)).epsilon(1e-15));
 }
 
-TEST_CASE("random fp32 data across many chunks agrees with a long double reference") {
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(3.0f, 0.5f);
-  std::vector<float> x(1'000'003);
-  for (auto& v : x)
-    v = normal(rng);
-  const auto s = mldiag::compute_stats(std::span<const float>(x));
-  const auto r = reference_of(x);
-  const long double n = static_cast<long double>(r.finite);
-  const long double mean = r.sum / n;
-  long double m2 = 0;
-  for (float v : x)
-    m2 += (v - mean) * (v - mean);
-  CHECK(rel(s.mean, mean) < 1e-12);
-  CHECK(rel(s.variance(), m2 / n) < 1e-10);
-  CHECK(rel(s.l2_norm(), std::sqrt(r.sum_sq)) < 1e-12);
-  CHECK(s.min == static_cast<double>(r.min));
-  CHECK(s.max == static_cast<double>(r.max));
+TEST_CASE_TEMPLATE("random tensors with planted specials match the long double reference", T,
+                   double, float, mldiag::half, mldiag::bfloat16, mldiag::float8_e4m3,
+                   mldiag::float8_e5m2) {
+  check_random<T>(0.0, 1.0);
+  check_random<T>(3.0, 0.25);  // a mean well away from zero: no cancellation allowed
 }
 
 TEST_CASE("the L2 norm stays finite and accurate for huge and tiny float64 and float32") {
-  for (double magnitude : {1e300, 1e-300, 3e38, 1e-38}) {
+  for (double magnitude : {1e300, 1e-300, 3e38, 1e-38, 4.9e-324}) {
     std::vector<double> x(10000);
-    for (std::size_t i = 0; i < x.size(); ++i)
-      x[i] = magnitude * (1.0 + static_cast<double>(i % 7));
-    const auto s = mldiag::compute_stats(std::span<const double>(x));
-    long double ss = 0;  // long double holds 1e600 and 1e-600
-    for (double v : x)
-      ss += static_cast<long double>(v) * v;
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = magnitude * (1.0 + static_cast<double>(i % 7));
     CAPTURE(magnitude);
+    const auto s = mldiag::compute_stats(x);
     CHECK(std::isfinite(s.l2_norm()));
-    CHECK(rel(s.l2_norm(), std::sqrt(ss)) < 1e-12);
+    check_against(s, reference_of(std::span<const double>(x)));
   }
-  std::vector<float> big(5000, 3.0e38f), tiny(5000, 1.0e-38f);
-  CHECK(rel(mldiag::compute_stats(std::span<const float>(big)).l2_norm(),
-            std::sqrt(5000.0L) * 3.0e38L) < 1e-6);
-  CHECK(rel(mldiag::compute_stats(std::span<const float>(tiny)).l2_norm(),
-            std::sqrt(5000.0L) * static_cast<long double>(1.0e-38f)) < 1e-6);
+  for (float magnitude : {3.0e38f, 1.0e38f, 1.0e-38f, 1.0e-45f}) {
+    std::vector<float> x(5000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? -magnitude : magnitude);
+    CAPTURE(magnitude);
+    const auto s = mldiag::compute_stats(x);
+    CHECK(std::isfinite(s.l2_norm()));
+    CHECK(relative_error(s.l2_norm(), reference_of(std::span<const float>(x)).l2) < 1e-6);
+  }
+}
+
+TEST_CASE_TEMPLATE("every finite value of a narrow format at once has the reference L2 norm", T,
+                   mldiag::half, mldiag::bfloat16, mldiag::float8_e4m3, mldiag::float8_e5m2) {
+  constexpr std::uint32_t patterns = sizeof(T) == 2 ? 65536u : 256u;
+  std::vector<T> x;
+  for (std::uint32_t b = 0; b < patterns; ++b) x.push_back(from_bits<T>(b));
+  const auto s = mldiag::compute_stats(x);
+  const auto r = reference_of(std::span<const T>(x));
+  CHECK(std::isfinite(s.l2_norm()));
+  CHECK(relative_error(s.l2_norm(), r.l2) < 1e-6);
+  check_against(s, r);
 }
 
 TEST_CASE("merging partial results equals the statistics of the concatenation") {
   std::vector<double> a = {1, 2, 3, 4}, b = {10, -20, std::numeric_limits<double>::quiet_NaN()};
   std::vector<double> ab = a;
   ab.insert(ab.end(), b.begin(), b.end());
-  const auto sa = mldiag::compute_stats(std::span<const double>(a));
-  const auto sb = mldiag::compute_stats(std::span<const double>(b));
-  const auto merged = mldiag::merge(sa, sb);
-  const auto direct = mldiag::compute_stats(std::span<const double>(ab));
+  const auto merged = mldiag::merge(mldiag::compute_stats(a), mldiag::compute_stats(b));
+  const auto direct = mldiag::compute_stats(ab);
   CHECK(merged.count == direct.count);
   CHECK(merged.nan == 1);
   CHECK(merged.min == -20.0);
   CHECK(merged.max == 10.0);
-  CHECK(merged.mean == doctest::Approx(0.0).epsilon(1e-15));  // (1+2+3+4+10-20)/6
+  CHECK(merged.mean() == doctest::Approx(0.0).epsilon(1e-15));  // (1+2+3+4+10-20)/6
   CHECK(merged.l2_norm() == doctest::Approx(std::sqrt(530.0)).epsilon(1e-14));
+  // Parts of very different scales merge without losing either.
+  std::vector<double> big(100, 1e200), tiny(100, 1e-200);
+  const auto m = mldiag::merge(mldiag::compute_stats(tiny), mldiag::compute_stats(big));
+  CHECK(relative_error(m.l2_norm(), 1e201L) < 1e-12);
+  CHECK(m.max_abs == 1e200);
 }
 
 TEST_CASE("an empty range gives an empty mergeable result and null with a size is an error") {
   const auto e = mldiag::compute_stats(std::span<const float>());
   CHECK(e.empty());
   CHECK(e.l2_norm() == 0.0);
+  CHECK(e.variance() == 0.0);
   std::vector<float> one = {4.0f};
-  const auto m = mldiag::merge(e, mldiag::compute_stats(std::span<const float>(one)));
+  const auto m = mldiag::merge(e, mldiag::compute_stats(one));
   CHECK(m.count == 1);
   CHECK(m.l2_norm() == 4.0);
-  CHECK_THROWS_WITH_AS(
-      (void)mldiag::compute_stats(std::span<const float>(static_cast<const float*>(nullptr), 3)),
-      doctest::Contains("mldiag: "), mldiag::error);
+  CHECK(mldiag::merge(m, e) == m);
+  CHECK_THROWS_WITH_AS((void)mldiag::compute_stats(mldiag::tensor_ref("w", nullptr, 3, mldiag::dtype::f32)),
+                       doctest::Contains("mldiag: tensor_ref 'w': null pointer with 3 elements"),
+                       mldiag::error);
+}
+
+TEST_CASE("a tensor in CUDA memory is refused by the host engine with a message") {
+  float x = 1.0f;
+  const mldiag::tensor_ref t("grad", &x, 1, mldiag::dtype::f32, mldiag::device::cuda(0));
+  CHECK_THROWS_WITH_AS((void)mldiag::compute_stats(t), doctest::Contains("host engine reads host memory"),
+                       mldiag::error);
+}
+
+TEST_CASE("a strided view of row-major memory gives exactly the contiguous result") {
+  const auto x = random_tensor<float>(3 * 70001, 5, 0.5, 2.0);
+  // [3, 70001] row-major described with strides, and the whole buffer as a span.
+  const mldiag::strided_view<float> v(x.data(), {3, 70001}, {70001, 1},
+                                      static_cast<std::int64_t>(x.size()));
+  CHECK(mldiag::compute_stats(v) == mldiag::compute_stats(x));
+  // Column 7 of the same buffer seen as [70001, 3]: compare with the gathered copy.
+  const mldiag::strided_view<float> col(x.data() + 7, {70001 / 3}, {3},
+                                        static_cast<std::int64_t>(x.size()) - 7);
+  std::vector<float> copy;
+  for (std::size_t i = 0; i < 70001 / 3; ++i) copy.push_back(x[7 + 3 * i]);
+  CHECK(mldiag::compute_stats(col) == mldiag::compute_stats(copy));
+  check_against(mldiag::compute_stats(col), reference_of(std::span<const float>(copy)));
 }

@@ -1,133 +1,69 @@
 // SPDX-License-Identifier: Apache-2.0
-/// `compute_stats`: one pass over a contiguous range of floating-point elements on the host.
+/// `compute_stats`: the statistics of one host tensor, in one pass over its memory.
 #pragma once
 
+#include "mldiag/core/concepts.hpp"
 #include "mldiag/core/error.hpp"
+#include "mldiag/core/tensor_ref.hpp"
+#include "mldiag/stats/block_stats.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
-#include <algorithm>  // std::min, std::max
-#include <bit>        // std::bit_cast
-#include <cmath>      // std::ldexp, std::frexp
-#include <cstddef>    // std::size_t
+#include <algorithm>
 #include <cstdint>
-#include <span>
-#include <type_traits>
+#include <string>
 
 namespace mldiag {
 namespace detail {
 
-// The fixed chunk: results depend on it (it sets the merge tree), never on thread counts.
-// 4096 elements = 16 KiB of fp32, small enough that a chunk's second look stays in L1.
-inline constexpr std::size_t stats_chunk_elems = 4096;
-
-// The smallest e with |x| < 2^e for every |x| <= max_abs (0 when max_abs is 0).
-inline int scale_exponent(double max_abs) noexcept {
-  if (max_abs == 0.0) return 0;
-  int e = 0;
-  (void)std::frexp(max_abs, &e);  // max_abs = m * 2^e, m in [0.5, 1)
-  return e;
+inline void require_host(const tensor_ref& t, std::string_view who) {
+  if (!t.device().is_host()) {
+    fail(who, t.name(),
+         "the tensor is in CUDA memory (device " + std::to_string(t.device().index) +
+             ") and the host engine reads host memory; use the kernels in mldiag::cuda "
+             "(kernels/mldiag/cuda) or copy the tensor to the host");
+  }
 }
 
-template <class T>
-struct ieee_bits;
-template <>
-struct ieee_bits<float> {
-  using uint = std::uint32_t;
-  static constexpr uint abs_mask = 0x7fffffffu;
-  static constexpr uint inf = 0x7f800000u;
-};
-template <>
-struct ieee_bits<double> {
-  using uint = std::uint64_t;
-  static constexpr uint abs_mask = 0x7fffffffffffffffull;
-  static constexpr uint inf = 0x7ff0000000000000ull;
-};
-
-// Statistics of one chunk. NaN, Inf and zero are told apart by bit pattern, so the answer
-// does not change under -ffast-math. Moments use sums shifted by the chunk's first finite
-// value (one pass; the shift keeps cancellation small). float64 values are scaled by
-// 2^-e, with e from the chunk's largest magnitude, so that squares cannot overflow.
-template <class T>
-tensor_stats chunk_stats(const T* x, std::size_t n) noexcept {
-  using bits = ieee_bits<T>;
-  tensor_stats s;
-  s.count = n;
-  double lo = s.min, hi = s.max, amax = 0.0;
-  std::uint64_t finite = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto a = std::bit_cast<typename bits::uint>(x[i]) & bits::abs_mask;
-    if (a >= bits::inf) {
-      if (a > bits::inf)
-        ++s.nan;
-      else if (std::bit_cast<typename bits::uint>(x[i]) == bits::inf)
-        ++s.pos_inf;
-      else
-        ++s.neg_inf;
-      continue;
-    }
-    const double v = static_cast<double>(x[i]);
-    s.zeros += (a == 0);
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-    amax = std::max(amax, std::bit_cast<T>(a) * 1.0);
-    ++finite;
-  }
-  if (finite == 0) return s;
-  s.min = lo;
-  s.max = hi;
-  s.max_abs = amax;
-  s.scale_exp = scale_exponent(amax);
-
-  // Second look at the chunk, from cache: shifted, scaled sums of the finite values.
-  const int e = std::is_same_v<T, double> ? s.scale_exp : 0;
-  double shift = 0.0;
-  bool have_shift = false;
-  double sum = 0.0, sum_sq = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto a = std::bit_cast<typename bits::uint>(x[i]) & bits::abs_mask;
-    if (a >= bits::inf) continue;
-    const double v = std::ldexp(static_cast<double>(x[i]), -e);
-    if (!have_shift) {
-      shift = v;
-      have_shift = true;
-    }
-    const double d = v - shift;
-    sum += d;
-    sum_sq += d * d;
-  }
-  const double nf = static_cast<double>(finite);
-  const double m2 = std::max(0.0, sum_sq - sum * (sum / nf));
-  s.mean = std::ldexp(shift + sum / nf, e);
-  s.m2_scaled = std::ldexp(m2, 2 * (e - s.scale_exp));
-  return s;
-}
-
-template <class T>
-tensor_stats compute_stats_impl(const T* x, std::size_t n) noexcept {
+// Units in order, blocks in order within a unit: the same merge tree as stats_plan, so one
+// tensor computed here equals the same tensor computed in a list, on any number of threads.
+inline tensor_stats tensor_stats_serial(const tensor_ref& t) noexcept {
   tensor_stats total;
-  for (std::size_t begin = 0; begin < n; begin += stats_chunk_elems) {
-    total.merge(chunk_stats(x + begin, std::min(stats_chunk_elems, n - begin)));
+  for (std::uint64_t begin = 0; begin < t.numel(); begin += unit_elems) {
+    total.merge(range_stats(t, begin, std::min<std::uint64_t>(t.numel(), begin + unit_elems)));
   }
   return total;
 }
 
 }  // namespace detail
 
-/// Statistics of a contiguous range of `float` or `double` on the host, in one pass.
+/// Statistics of a host tensor of any dtype, contiguous or strided, on the calling thread.
+/// Throws `mldiag::error` for a tensor in device memory.
+[[nodiscard]] inline tensor_stats compute_stats(const tensor_ref& t) {
+  detail::require_host(t, "compute_stats");
+  return detail::tensor_stats_serial(t);
+}
+
+/// Statistics of anything mldiag reads on the host: a contiguous range (`std::vector`,
+/// `std::span`, ...) of `double`, `float`, `half`, `bfloat16`, `float8_e4m3`, `float8_e5m2`,
+/// a `strided_view`, or an adapted type (Eigen with `<mldiag/adapters/eigen.hpp>`). One pass
+/// over memory; no allocation.
 ///
 /// **Example**
 /// ```cpp
-/// std::vector<float> w(1024, 0.5f);
-/// auto s = mldiag::compute_stats(std::span<const float>(w));
-/// // s.count == 1024, s.l2_norm() == 16
+/// std::vector<float> g = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+/// auto s = mldiag::compute_stats(g);  // s.l2_norm() == sqrt(650) == 25.495098
 /// ```
-template <class T>
-requires std::is_same_v<T, float> || std::is_same_v<T, double>
-[[nodiscard]] tensor_stats compute_stats(std::span<const T> x) {
-  if (x.data() == nullptr && !x.empty()) {
-    throw error("compute_stats: null pointer with a non-zero size; pass an empty span instead");
-  }
-  return detail::compute_stats_impl(x.data(), x.size());
+template <tensor V>
+[[nodiscard]] tensor_stats compute_stats(const V& x) {
+  return compute_stats(as_tensor_ref({}, x));
+}
+
+/// Not a tensor: this overload exists to say why, at compile time.
+template <class V>
+  requires(!tensor<V> && !std::is_same_v<V, tensor_ref>)
+tensor_stats compute_stats(const V&) {
+  detail::explain_not_a_tensor<V>();
+  return {};
 }
 
 }  // namespace mldiag

@@ -16,9 +16,10 @@ namespace mldiag {
 /// Chan's rule; the L2 norm is derived from them (`sum x^2 = M2 + n * mean^2`, two
 /// non-negative terms, so no cancellation).
 ///
-/// `scale_exp` keeps sums of squares finite and normal for any finite input: M2 is stored
-/// divided by 2^(2 * scale_exp), where 2^scale_exp is the smallest power of two above
-/// `max_abs` (0 when there is no non-zero finite element). Scaling by a power of two is exact.
+/// `scale_exp` keeps the moments finite and normal for any finite input: the mean is stored
+/// divided by 2^scale_exp and M2 divided by 2^(2 * scale_exp), where 2^scale_exp is the smallest power of two above
+/// `max_abs` (0 when there is no non-zero finite element; clamped to +-1000 so that 2^-e is a
+/// normal double). Scaling by a power of two is exact.
 ///
 /// **Example**
 /// ```cpp
@@ -38,9 +39,9 @@ struct tensor_stats {
   double max = -std::numeric_limits<double>::infinity();  ///< largest finite element
   double max_abs = 0.0;                                   ///< largest finite |x|
 
-  double mean = 0.0;       ///< mean of the finite elements
-  double m2_scaled = 0.0;  ///< sum of (x - mean)^2 over finite elements, / 2^(2 * scale_exp)
-  int scale_exp = 0;       ///< see above
+  double mean_scaled = 0.0;  ///< mean of the finite elements / 2^scale_exp
+  double m2_scaled = 0.0;    ///< sum of (x - mean)^2 over finite elements / 2^(2 * scale_exp)
+  int scale_exp = 0;         ///< see above
 
   /// Number of finite elements (those the moments and extrema describe).
   [[nodiscard]] constexpr std::uint64_t finite() const noexcept {
@@ -51,7 +52,11 @@ struct tensor_stats {
   }
   [[nodiscard]] constexpr bool empty() const noexcept { return count == 0; }
 
-  /// Population variance of the finite elements (0 when there are none).
+  /// Mean of the finite elements (0 when there are none).
+  [[nodiscard]] double mean() const noexcept { return std::ldexp(mean_scaled, scale_exp); }
+  /// Population variance of the finite elements (0 when there are none). It is +Inf when
+  /// the variance itself exceeds the double range (standard deviation above 1.3e154) and 0
+  /// below it; the standard deviation and the L2 norm are accurate for every finite input.
   [[nodiscard]] double variance() const noexcept {
     const auto n = finite();
     return n == 0 ? 0.0 : std::ldexp(m2_scaled / static_cast<double>(n), 2 * scale_exp);
@@ -64,7 +69,6 @@ struct tensor_stats {
   /// L2 norm of the finite elements: sqrt(sum x^2).
   [[nodiscard]] double l2_norm() const noexcept {
     const auto n = static_cast<double>(finite());
-    const double mean_scaled = std::ldexp(mean, -scale_exp);
     return std::ldexp(std::sqrt(m2_scaled + n * mean_scaled * mean_scaled), scale_exp);
   }
   /// Root mean square of the finite elements: sqrt(sum x^2 / n).
@@ -98,21 +102,22 @@ inline tensor_stats& tensor_stats::merge(const tensor_stats& other) noexcept {
   max = std::max(max, other.max);
   max_abs = std::max(max_abs, other.max_abs);
   if (na == 0) {
-    mean = other.mean;
+    mean_scaled = other.mean_scaled;
     m2_scaled = other.m2_scaled;
     scale_exp = other.scale_exp;
     return *this;
   }
-  // Bring both M2 to the larger exponent (exact power-of-two scaling).
+  // Bring both to the larger exponent (power-of-two scaling: exact unless the smaller part
+  // falls 2^1074 below the larger, where it cannot change the result anyway).
   const int e = std::max(scale_exp, other.scale_exp);
+  const double mean_a = std::ldexp(mean_scaled, scale_exp - e);
+  const double mean_b = std::ldexp(other.mean_scaled, other.scale_exp - e);
   const double m2a = std::ldexp(m2_scaled, 2 * (scale_exp - e));
   const double m2b = std::ldexp(other.m2_scaled, 2 * (other.scale_exp - e));
-  const double n = static_cast<double>(na + nb);
-  const double fb = static_cast<double>(nb) / n;
-  // |mean| <= max_abs < 2^scale_exp, so the scaled difference cannot overflow.
-  const double delta_scaled = std::ldexp(other.mean, -e) - std::ldexp(mean, -e);
-  mean += std::ldexp(delta_scaled * fb, e);
-  m2_scaled = m2a + m2b + delta_scaled * delta_scaled * static_cast<double>(na) * fb;
+  const double fb = static_cast<double>(nb) / static_cast<double>(na + nb);
+  const double delta = mean_b - mean_a;
+  mean_scaled = mean_a + delta * fb;
+  m2_scaled = m2a + m2b + delta * delta * static_cast<double>(na) * fb;
   scale_exp = e;
   return *this;
 }

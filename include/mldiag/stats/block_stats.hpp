@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The host workers behind every statistics entry point: one block of elements -> tensor_stats.
+#pragma once
+
+#include "mldiag/core/dtype.hpp"
+#include "mldiag/core/element_types.hpp"
+#include "mldiag/core/layout.hpp"
+#include "mldiag/core/tensor_ref.hpp"
+#include "mldiag/stats/tensor_stats.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>      // std::bit_cast
+#include <cmath>    // std::ldexp, std::frexp
+#include <cstddef>
+#include <cstdint>
+#include <cstring>  // std::memcpy
+#include <type_traits>
+
+namespace mldiag::detail {
+
+// Statistics are computed over fixed blocks of logical elements, merged in order into fixed
+// units, merged in order into tensors. Results depend on these two constants only — never on
+// the number of threads — so they are bit-identical run to run.
+// 4096 elements: 16 KiB of fp32, so a block's gather buffer and lanes stay in L1.
+inline constexpr std::size_t block_elems = 4096;
+// 16 blocks = 65536 elements per unit of work handed to a thread: large enough that the
+// per-unit cost (an atomic increment, a merge, a store) is under 1% of the reading time.
+inline constexpr std::size_t blocks_per_unit = 16;
+inline constexpr std::size_t unit_elems = block_elems * blocks_per_unit;
+
+// Accumulator lanes: one native vector of floats (4 with SSE2 or NEON, 8 with AVX, 16 with
+// AVX-512), so the accumulators of one block fit the register file without spilling (16 lanes
+// on SSE2 spilled and ran at 0.6 GB/s, bench/host_stats_bench 2026-11-30). Lane sums are
+// merged in lane order, so results depend on the target: compile every translation unit
+// that includes mldiag with the same target flags (as with Eigen).
+#if defined(__AVX512F__)
+inline constexpr std::size_t lanes = 16;
+#elif defined(__AVX__)
+inline constexpr std::size_t lanes = 8;
+#else
+inline constexpr std::size_t lanes = 4;
+#endif
+
+// The power of two that scales a block's moments: the exponent e of max_abs
+// (max_abs < 2^e), clamped to +-1000 so that 2^-e is a normal double.
+inline int scale_exponent(double max_abs) noexcept {
+  if (max_abs == 0.0) return 0;
+  int e = 0;
+  (void)std::frexp(max_abs, &e);  // max_abs = m * 2^e, m in [0.5, 1)
+  return std::clamp(e, -1000, 1000);
+}
+
+// Bit-level description of each element format. `element` is the type the memory holds; it
+// is read as that type and its bits taken with bit_cast (no aliasing through integer
+// pointers). Narrow formats widen to float with two shifts and one exact multiply by a
+// power of two (sign | magnitude << mag_shift, times 2^(127 - bias) - the same formula for
+// one value and for a vector of them), valid for finite values only: callers select the
+// shift's bits in place of non-finite ones first.
+struct fmt_f32 {
+  using element = float;
+  using storage = std::uint32_t;
+  static storage bits(float v) noexcept { return std::bit_cast<storage>(v); }
+  static constexpr storage abs_mask = 0x7fffffffu, inf = 0x7f800000u;
+  static constexpr bool has_inf = true;
+  static constexpr int sign_shift = 0, mag_shift = 0;
+  static constexpr float scale = 1.0f;
+};
+struct fmt_bf16 {
+  using element = bfloat16;
+  using storage = std::uint16_t;
+  static storage bits(bfloat16 v) noexcept { return v.bits; }
+  static constexpr storage abs_mask = 0x7fffu, inf = 0x7f80u;
+  static constexpr bool has_inf = true;
+  static constexpr int sign_shift = 16, mag_shift = 16;
+  static constexpr float scale = 1.0f;
+};
+struct fmt_f16 {
+  using element = half;
+  using storage = std::uint16_t;
+  static storage bits(half v) noexcept { return v.bits; }
+  static constexpr storage abs_mask = 0x7fffu, inf = 0x7c00u;
+  static constexpr bool has_inf = true;
+  static constexpr int sign_shift = 16, mag_shift = 13;
+  static constexpr float scale = 0x1p112f;
+};
+struct fmt_e4m3 {
+  using element = float8_e4m3;
+  using storage = std::uint8_t;
+  static storage bits(float8_e4m3 v) noexcept { return v.bits; }
+  static constexpr storage abs_mask = 0x7fu, inf = 0x7fu;  // no infinities: 0x7f is NaN
+  static constexpr bool has_inf = false;
+  static constexpr int sign_shift = 24, mag_shift = 20;
+  static constexpr float scale = 0x1p120f;
+};
+struct fmt_e5m2 {
+  using element = float8_e5m2;
+  using storage = std::uint8_t;
+  static storage bits(float8_e5m2 v) noexcept { return v.bits; }
+  static constexpr storage abs_mask = 0x7fu, inf = 0x7cu;
+  static constexpr bool has_inf = true;
+  static constexpr int sign_shift = 24, mag_shift = 21;
+  static constexpr float scale = 0x1p112f;
+};
+struct fmt_f64 {
+  using element = double;
+  using storage = std::uint64_t;
+  static storage bits(double v) noexcept { return std::bit_cast<storage>(v); }
+  static constexpr storage abs_mask = 0x7fffffffffffffffull, inf = 0x7ff0000000000000ull;
+  static constexpr bool has_inf = true;
+};
+
+// Finite iff the magnitude bits are below the infinity pattern (E4M3: not the NaN pattern).
+template <class F>
+constexpr bool is_finite_bits(typename F::storage a) noexcept {
+  if constexpr (F::has_inf) return a < F::inf;
+  else return a != F::inf;
+}
+
+// The float value of a finite narrow value's bits: sign and magnitude shifted into place,
+// then one exact multiply by a power of two. The vector path below spells out the same steps.
+template <class F>
+float value_of(std::uint32_t u) noexcept {
+  const std::uint32_t sign = (u & (F::abs_mask + 1u)) << F::sign_shift;
+  const std::uint32_t mag = (u & F::abs_mask) << F::mag_shift;
+  const float f = std::bit_cast<float>(sign | mag);
+  if constexpr (F::scale != 1.0f) return f * F::scale;
+  else return f;
+}
+
+// The value of a finite element's bits, as a double (any format).
+template <class F>
+double finite_value(typename F::storage u) noexcept {
+  if constexpr (std::is_same_v<F, fmt_f64>) return std::bit_cast<double>(u);
+  else return static_cast<double>(value_of<F>(u));
+}
+
+// Exact NaN / +Inf / -Inf counts of a block that has non-finite elements (the rare path).
+template <class F>
+void count_non_finite(const typename F::element* x, std::size_t n, tensor_stats& s) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto u = F::bits(x[i]);
+    const auto a = static_cast<typename F::storage>(u & F::abs_mask);
+    if (is_finite_bits<F>(a)) continue;
+    if (!F::has_inf || a != F::inf) ++s.nan;
+    else if (u == F::inf) ++s.pos_inf;
+    else ++s.neg_inf;
+  }
+}
+
+// Per-lane accumulators of the narrow kernel. Lane j sees elements i with i % lanes == j, in
+// order; the lanes are combined in lane order.
+struct narrow_lanes {
+  std::array<float, lanes> lo, hi;
+  std::array<std::uint32_t, lanes> amax{}, zero{};
+  std::array<double, lanes> sum{}, sum_sq{};
+
+  explicit narrow_lanes(float shift) noexcept {
+    lo.fill(shift);
+    hi.fill(shift);
+  }
+};
+
+// The careful step: non-finite elements are replaced by the shift (no effect on any
+// accumulator) and counted. Used for the tail of every block and for whole blocks that
+// hold a non-finite element.
+template <class F>
+inline void narrow_scalar_step(narrow_lanes& l, std::size_t j, std::uint32_t u,
+                               std::uint32_t shift_bits, double shift_d,
+                               std::uint64_t& non_finite) noexcept {
+  const std::uint32_t a = u & F::abs_mask;
+  const bool fin = is_finite_bits<F>(static_cast<typename F::storage>(a));
+  const float v = value_of<F>(fin ? u : shift_bits);
+  non_finite += static_cast<std::uint64_t>(!fin);
+  l.zero[j] += static_cast<std::uint32_t>(a == 0);
+  l.lo[j] = v < l.lo[j] ? v : l.lo[j];
+  l.hi[j] = v > l.hi[j] ? v : l.hi[j];
+  const std::uint32_t af = fin ? a : 0u;
+  l.amax[j] = af > l.amax[j] ? af : l.amax[j];
+  const double d = static_cast<double>(v) - shift_d;
+  l.sum[j] += d;
+  l.sum_sq[j] += d * d;
+}
+
+#if defined(__GNUC__) && !defined(MLDIAG_NO_HOST_VECTORS)  // GCC and Clang
+#define MLDIAG_HOST_VECTORS 1
+// Explicit generic vectors because GCC 12 vectorizes the scalar loop only sometimes ("control
+// flow in loop", depending on the code around it; seen with -fopt-info-vec). No function
+// takes or returns a vector (builtins only), so no ABI depends on the target.
+namespace vec {
+typedef float f32v __attribute__((vector_size(lanes * 4)));
+typedef std::int32_t i32v __attribute__((vector_size(lanes * 4)));
+typedef float f32h __attribute__((vector_size(lanes * 2)));
+typedef double f64h __attribute__((vector_size(lanes * 4)));
+typedef std::uint16_t u16v __attribute__((vector_size(lanes * 2)));
+typedef std::uint8_t u8v __attribute__((vector_size(lanes)));
+}  // namespace vec
+
+// The fast path over groups [0, groups) of `lanes` elements, for blocks without a non-finite
+// element: no selects, only a running "saw a non-finite bit pattern" mask. Returns false
+// (and leaves `l` untouched) when the block has one; the caller then takes the careful path.
+// The operations per lane are those of narrow_scalar_step on finite input.
+template <class F>
+inline bool narrow_vector_groups(const typename F::element* x, std::size_t groups,
+                                 narrow_lanes& l, double shift_d) noexcept {
+  using namespace vec;
+  using storage = typename F::storage;
+  static_assert(sizeof(typename F::element) == sizeof(storage));
+  // Integer work is signed: magnitudes are below 2^31 and SSE2 compares signed 32-bit only.
+  constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
+  constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
+  constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
+  f32v lo, hi;
+  i32v amax, zero, bad = {};
+  f64h sum0, sum1, sq0, sq1;
+  std::memcpy(&lo, l.lo.data(), sizeof lo);
+  std::memcpy(&hi, l.hi.data(), sizeof hi);
+  std::memcpy(&amax, l.amax.data(), sizeof amax);
+  std::memcpy(&zero, l.zero.data(), sizeof zero);
+  std::memcpy(&sum0, l.sum.data(), sizeof sum0);
+  std::memcpy(&sum1, l.sum.data() + lanes / 2, sizeof sum1);
+  std::memcpy(&sq0, l.sum_sq.data(), sizeof sq0);
+  std::memcpy(&sq1, l.sum_sq.data() + lanes / 2, sizeof sq1);
+  const f64h shift_v = f64h{} + shift_d;
+  for (std::size_t g = 0; g < groups; ++g) {
+    i32v u;
+    if constexpr (sizeof(storage) == 4) {
+      std::memcpy(&u, x + g * lanes, sizeof u);
+    } else if constexpr (sizeof(storage) == 2) {
+      u16v raw;
+      std::memcpy(&raw, x + g * lanes, sizeof raw);
+      u = __builtin_convertvector(raw, i32v);
+    } else {
+      u8v raw;
+      std::memcpy(&raw, x + g * lanes, sizeof raw);
+      u = __builtin_convertvector(raw, i32v);
+    }
+    const i32v a = u & abs_mask;
+    if constexpr (F::has_inf) bad |= a >= inf_bits;
+    else bad |= a == inf_bits;
+    zero -= a == 0;  // a true comparison is -1
+    f32v v = __builtin_bit_cast(f32v, ((u & sign_bit) << F::sign_shift) |
+                                          (a << F::mag_shift));
+    if constexpr (F::scale != 1.0f) v *= F::scale;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    amax = a > amax ? a : amax;
+    f32h v0, v1;
+    std::memcpy(&v0, &v, sizeof v0);
+    std::memcpy(&v1, reinterpret_cast<const char*>(&v) + sizeof v0, sizeof v1);
+    const f64h d0 = __builtin_convertvector(v0, f64h) - shift_v;
+    const f64h d1 = __builtin_convertvector(v1, f64h) - shift_v;
+    sum0 += d0;
+    sum1 += d1;
+    sq0 += d0 * d0;
+    sq1 += d1 * d1;
+  }
+  std::array<std::int32_t, lanes> seen;
+  std::memcpy(seen.data(), &bad, sizeof bad);
+  for (auto b : seen)
+    if (b != 0) return false;
+  std::memcpy(l.lo.data(), &lo, sizeof lo);
+  std::memcpy(l.hi.data(), &hi, sizeof hi);
+  std::memcpy(l.amax.data(), &amax, sizeof amax);
+  std::memcpy(l.zero.data(), &zero, sizeof zero);
+  std::memcpy(l.sum.data(), &sum0, sizeof sum0);
+  std::memcpy(l.sum.data() + lanes / 2, &sum1, sizeof sum1);
+  std::memcpy(l.sum_sq.data(), &sq0, sizeof sq0);
+  std::memcpy(l.sum_sq.data() + lanes / 2, &sq1, sizeof sq1);
+  return true;
+}
+#endif
+
+// One block (at most block_elems elements) of a format of 32 bits or fewer. The values are
+// exact in float, their differences from the shift exact in double, so sums in double keep
+// every bit that matters; squares of such values cannot overflow or underflow a double.
+template <class F>
+tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noexcept {
+  using storage = typename F::storage;
+  tensor_stats out;
+  out.count = n;
+  // The shift is the first finite value: it keeps the one-pass variance free of cancellation
+  // and stands in for non-finite elements in the careful path (where it changes nothing).
+  std::size_t first = 0;
+  while (first < n && !is_finite_bits<F>(static_cast<storage>(F::bits(x[first]) & F::abs_mask))) ++first;
+  if (first == n) {
+    count_non_finite<F>(x, n, out);
+    return out;
+  }
+  const std::uint32_t shift_bits = F::bits(x[first]);
+  const float shift = value_of<F>(shift_bits);
+  const double shift_d = shift;
+
+  narrow_lanes l(shift);
+  std::uint64_t non_finite = 0;
+  std::size_t i = 0;
+#ifdef MLDIAG_HOST_VECTORS
+  if (first == 0 && narrow_vector_groups<F>(x, n / lanes, l, shift_d)) i = n / lanes * lanes;
+#endif
+  for (std::size_t j = i % lanes; i < n; ++i, j = (j + 1) % lanes) {
+    narrow_scalar_step<F>(l, j, F::bits(x[i]), shift_bits, shift_d, non_finite);
+  }
+
+  float lo = shift, hi = shift;
+  std::uint32_t am = 0;
+  double s = 0.0, q = 0.0;
+  for (std::size_t j = 0; j < lanes; ++j) {  // fixed order
+    out.zeros += l.zero[j];
+    lo = std::min(lo, l.lo[j]);
+    hi = std::max(hi, l.hi[j]);
+    am = std::max(am, l.amax[j]);
+    s += l.sum[j];
+    q += l.sum_sq[j];
+  }
+  if (non_finite > 0) count_non_finite<F>(x, n, out);
+  const double nf = static_cast<double>(n - non_finite);
+  out.min = lo;
+  out.max = hi;
+  out.max_abs = value_of<F>(am);
+  out.scale_exp = scale_exponent(out.max_abs);
+  out.mean_scaled = std::ldexp(shift_d + s / nf, -out.scale_exp);
+  out.m2_scaled = std::ldexp(std::max(0.0, q - s * (s / nf)), -2 * out.scale_exp);
+  return out;
+}
+
+// One block of float64: a first look for the classes and the largest magnitude, then the
+// moments of the values scaled by 2^-e (exact), so that no square overflows or underflows.
+inline tensor_stats block_stats_f64(const double* x, std::size_t n) noexcept {
+  using F = fmt_f64;
+  constexpr std::size_t w = lanes / 2;  // one native vector of doubles
+  tensor_stats out;
+  out.count = n;
+  std::size_t first = 0;
+  while (first < n && !is_finite_bits<F>(F::bits(x[first]) & F::abs_mask)) ++first;
+  if (first == n) {
+    count_non_finite<F>(x, n, out);
+    return out;
+  }
+  const double first_value = x[first];
+  std::array<double, w> lo, hi;
+  std::array<std::uint64_t, w> amax{};
+  std::array<std::uint32_t, w> bad{}, zero{};
+  lo.fill(first_value);
+  hi.fill(first_value);
+  auto look = [&](std::size_t j, std::uint64_t u) {
+    const std::uint64_t a = u & F::abs_mask;
+    const bool fin = is_finite_bits<F>(a);
+    const double v = fin ? std::bit_cast<double>(u) : first_value;
+    bad[j] += static_cast<std::uint32_t>(!fin);
+    zero[j] += static_cast<std::uint32_t>(a == 0);
+    lo[j] = v < lo[j] ? v : lo[j];
+    hi[j] = v > hi[j] ? v : hi[j];
+    const std::uint64_t af = fin ? a : 0;
+    amax[j] = af > amax[j] ? af : amax[j];
+  };
+  std::size_t i = 0;
+  for (; i + w <= n; i += w) {
+    for (std::size_t j = 0; j < w; ++j) look(j, F::bits(x[i + j]));
+  }
+  for (std::size_t j = 0; i < n; ++i, ++j) look(j, F::bits(x[i]));
+  std::uint64_t non_finite = 0;
+  std::uint64_t am = 0;
+  out.min = out.max = first_value;
+  for (std::size_t j = 0; j < w; ++j) {
+    non_finite += bad[j];
+    out.zeros += zero[j];
+    out.min = std::min(out.min, lo[j]);
+    out.max = std::max(out.max, hi[j]);
+    am = std::max(am, amax[j]);
+  }
+  if (non_finite > 0) count_non_finite<F>(x, n, out);
+  out.max_abs = std::bit_cast<double>(am);
+  out.scale_exp = scale_exponent(out.max_abs);
+
+  const double scale = std::ldexp(1.0, -out.scale_exp);
+  const double shift = first_value * scale;
+  std::array<double, w> sum{}, sum_sq{};
+  auto moments = [&](std::size_t j, std::uint64_t u) {
+    const bool fin = is_finite_bits<F>(u & F::abs_mask);
+    const double d = fin ? std::bit_cast<double>(u) * scale - shift : 0.0;
+    sum[j] += d;
+    sum_sq[j] += d * d;
+  };
+  for (i = 0; i + w <= n; i += w) {
+    for (std::size_t j = 0; j < w; ++j) moments(j, F::bits(x[i + j]));
+  }
+  for (std::size_t j = 0; i < n; ++i, ++j) moments(j, F::bits(x[i]));
+  double s = 0.0, q = 0.0;
+  for (std::size_t j = 0; j < w; ++j) {
+    s += sum[j];
+    q += sum_sq[j];
+  }
+  const double nf = static_cast<double>(n - non_finite);
+  out.mean_scaled = shift + s / nf;
+  out.m2_scaled = std::max(0.0, q - s * (s / nf));
+  return out;
+}
+
+template <class F>
+tensor_stats block_stats(const typename F::element* x, std::size_t n) noexcept {
+  if constexpr (std::is_same_v<F, fmt_f64>) return block_stats_f64(x, n);
+  else return block_stats_narrow<F>(x, n);
+}
+
+// Walks a strided layout in logical (row-major) order from a starting index, one element at
+// a time, carrying into outer dimensions: no division per element.
+class strided_cursor {
+ public:
+  strided_cursor(const layout& l, std::uint64_t start) noexcept : layout_(l) {
+    std::uint64_t index = start;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      const auto k = static_cast<std::size_t>(d);
+      const auto extent = static_cast<std::uint64_t>(l.extents[k]);
+      index_[k] = static_cast<std::int64_t>(index % extent);
+      offset_ += index_[k] * l.strides[k];
+      index /= extent;
+    }
+  }
+  [[nodiscard]] std::int64_t offset() const noexcept { return offset_; }
+  void next() noexcept {
+    for (int d = layout_.rank - 1; d >= 0; --d) {
+      const auto k = static_cast<std::size_t>(d);
+      offset_ += layout_.strides[k];
+      if (++index_[k] < layout_.extents[k]) return;
+      offset_ -= index_[k] * layout_.strides[k];
+      index_[k] = 0;
+    }
+  }
+
+ private:
+  const layout& layout_;
+  std::array<std::int64_t, max_rank> index_{};
+  std::int64_t offset_ = 0;
+};
+
+// Statistics of the logical elements [begin, end) of a host tensor of format F, block by
+// block (begin must be a multiple of block_elems), merged in order.
+template <class F>
+tensor_stats range_stats_typed(const tensor_ref& t, std::uint64_t begin,
+                               std::uint64_t end) noexcept {
+  using element = typename F::element;
+  const auto* base = static_cast<const element*>(t.data());
+  tensor_stats total;
+  if (t.is_contiguous()) {
+    for (std::uint64_t b = begin; b < end; b += block_elems) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(block_elems, end - b));
+      total.merge(block_stats<F>(base + b, n));
+    }
+    return total;
+  }
+  // Strided: gather each block into a buffer on the stack (at most 32 KiB), then the same
+  // block worker, so a strided view of row-major memory gives the contiguous result.
+  std::array<element, block_elems> buffer;
+  strided_cursor cursor(t.layout(), begin);
+  for (std::uint64_t b = begin; b < end; b += block_elems) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(block_elems, end - b));
+    for (std::size_t i = 0; i < n; ++i, cursor.next()) buffer[i] = base[cursor.offset()];
+    total.merge(block_stats<F>(buffer.data(), n));
+  }
+  return total;
+}
+
+// The one run-time dispatch on dtype; everything below it is typed.
+inline tensor_stats range_stats(const tensor_ref& t, std::uint64_t begin,
+                                std::uint64_t end) noexcept {
+  switch (t.dtype()) {
+    case dtype::f64: return range_stats_typed<fmt_f64>(t, begin, end);
+    case dtype::f32: return range_stats_typed<fmt_f32>(t, begin, end);
+    case dtype::f16: return range_stats_typed<fmt_f16>(t, begin, end);
+    case dtype::bf16: return range_stats_typed<fmt_bf16>(t, begin, end);
+    case dtype::f8_e4m3: return range_stats_typed<fmt_e4m3>(t, begin, end);
+    case dtype::f8_e5m2: return range_stats_typed<fmt_e5m2>(t, begin, end);
+  }
+  return {};  // unreachable: tensor_ref validates its dtype
+}
+
+}  // namespace mldiag::detail

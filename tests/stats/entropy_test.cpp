@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// Row entropy against hand-derived values and a long double softmax.
+#include <doctest/doctest.h>
+
+#include "mldiag/stats/entropy.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+// Entropy of softmax(z) in long double, the plain two-pass way.
+long double softmax_entropy(const std::vector<double>& z) {
+  long double m = -INFINITY;
+  for (double v : z)
+    if (!std::isinf(v)) m = std::max(m, static_cast<long double>(v));
+  long double s = 0;
+  for (double v : z)
+    if (!std::isinf(v)) s += std::exp(static_cast<long double>(v) - m);
+  long double h = 0;
+  for (double v : z) {
+    if (std::isinf(v)) continue;
+    const long double p = std::exp(static_cast<long double>(v) - m) / s;
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+TEST_CASE("entropy of softmax of -1 0 1 is 0.832396 nats") {
+  const std::vector<double> z = {-1, 0, 1};
+  const auto e = mldiag::entropy_from_logits(z, 3);
+  CHECK(e.rows == 1);
+  CHECK(e.mean() == doctest::Approx(0.832396).epsilon(1e-6));
+  CHECK(e.normalized_mean() == doctest::Approx(0.832396 / std::log(3.0)).epsilon(1e-6));
+  // The same distribution given as probabilities.
+  const double s = std::exp(-1.0) + 1.0 + std::exp(1.0);
+  const std::vector<double> p = {std::exp(-1.0) / s, 1.0 / s, std::exp(1.0) / s};
+  CHECK(mldiag::entropy_from_probs(p, 3).mean() == doctest::Approx(0.832396).epsilon(1e-6));
+}
+
+TEST_CASE("uniform rows have entropy log n and one-hot rows have entropy 0") {
+  std::vector<float> p = {0.25f, 0.25f, 0.25f, 0.25f, 1.0f, 0.0f, 0.0f, 0.0f};
+  const auto e = mldiag::entropy_from_probs(p, 4);
+  CHECK(e.rows == 2);
+  CHECK(e.max == doctest::Approx(std::log(4.0)).epsilon(1e-15));
+  CHECK(e.min == 0.0);
+  CHECK(e.normalized_max == doctest::Approx(1.0).epsilon(1e-15));
+  CHECK(e.normalized_min == 0.0);
+  std::vector<double> z(1000, 7.5);
+  CHECK(mldiag::entropy_from_logits(z, 1000).mean() == doctest::Approx(std::log(1000.0)).epsilon(1e-13));
+}
+
+TEST_CASE("huge logits 10000..10003 give the entropy of 0..3 and stay finite") {
+  const std::vector<double> big = {10000, 10001, 10002, 10003}, small = {0, 1, 2, 3};
+  const auto a = mldiag::entropy_from_logits(big, 4), b = mldiag::entropy_from_logits(small, 4);
+  CHECK(std::isfinite(a.mean()));
+  CHECK(a.mean() == doctest::Approx(b.mean()).epsilon(1e-14));
+  CHECK(a.mean() == doctest::Approx(static_cast<double>(softmax_entropy(small))).epsilon(1e-14));
+  // Descending order exercises the rescaling branch of the online update the other way.
+  const std::vector<float> down = {10003, 10002, 10001, 10000};
+  CHECK(mldiag::entropy_from_logits(down, 4).mean() == doctest::Approx(b.mean()).epsilon(1e-12));
+}
+
+TEST_CASE("random logit rows in every dtype match the long double softmax") {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  const std::int64_t rows = 37, len = 1031;
+  std::vector<double> z(static_cast<std::size_t>(rows * len));
+  for (auto& v : z) v = normal(rng);
+  std::vector<mldiag::bfloat16> zb;
+  for (double v : z) zb.emplace_back(v);
+  long double sum = 0, sum_b = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<double> row(z.begin() + r * len, z.begin() + (r + 1) * len), row_b;
+    for (std::int64_t i = 0; i < len; ++i) row_b.push_back(static_cast<double>(zb[static_cast<std::size_t>(r * len + i)]));
+    sum += softmax_entropy(row);
+    sum_b += softmax_entropy(row_b);
+  }
+  CHECK(mldiag::entropy_from_logits(z, len).mean() == doctest::Approx(static_cast<double>(sum / rows)).epsilon(1e-12));
+  CHECK(mldiag::entropy_from_logits(zb, len).mean() == doctest::Approx(static_cast<double>(sum_b / rows)).epsilon(1e-12));
+}
+
+TEST_CASE("masked -inf logits are left out and invalid rows are counted") {
+  // Row 0: causal mask; row 1: NaN; row 2: all masked; row 3: +inf.
+  const std::vector<double> z = {0, 1, -inf, -inf, 0, std::nan(""), 1, 2,
+                                 -inf, -inf, -inf, -inf, 0, inf, 1, 2};
+  const auto e = mldiag::entropy_from_logits(z, 4);
+  CHECK(e.rows == 1);
+  CHECK(e.invalid_rows == 3);
+  CHECK(e.mean() == doctest::Approx(static_cast<double>(softmax_entropy({0, 1}))).epsilon(1e-14));
+  CHECK(e.normalized_mean() == doctest::Approx(e.mean() / std::log(2.0)).epsilon(1e-14));
+  // Probabilities: negative, NaN and all-zero rows are invalid.
+  const std::vector<float> p = {0.5f, 0.5f, -0.1f, 1.1f, 0.0f, 0.0f, NAN, 1.0f};
+  const auto q = mldiag::entropy_from_probs(p, 2);
+  CHECK(q.rows == 1);
+  CHECK(q.invalid_rows == 3);
+}
+
+TEST_CASE("entropy results merge and online states of row parts merge exactly") {
+  const std::vector<double> a = {0, 1, 2, 3}, b = {5, 5, -3, 0, 1, 1, 1, 1};
+  std::vector<double> ab = a;
+  ab.insert(ab.end(), b.begin(), b.end());
+  const auto m = mldiag::merge(mldiag::entropy_from_logits(a, 4), mldiag::entropy_from_logits(b, 4));
+  const auto d = mldiag::entropy_from_logits(ab, 4);
+  CHECK(m.rows == d.rows);
+  CHECK(m.mean() == doctest::Approx(d.mean()).epsilon(1e-15));
+  CHECK(m.min == d.min);
+  CHECK(m.max == d.max);
+  // One row of 1000 logits split in two parts with states merged.
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> normal(0.0, 5.0);
+  std::vector<double> row(1000);
+  for (auto& v : row) v = normal(rng);
+  mldiag::logit_row_state left, right, whole;
+  for (std::size_t i = 0; i < row.size(); ++i) (i < 377 ? left : right).add(row[i]), whole.add(row[i]);
+  left.merge(right);
+  CHECK(left.entropy() == doctest::Approx(whole.entropy()).epsilon(1e-13));
+  CHECK(left.support == 1000);
+}
+
+TEST_CASE("row lengths that do not divide the tensor are refused") {
+  const std::vector<float> z(10, 1.0f);
+  CHECK_THROWS_WITH_AS((void)mldiag::entropy_from_logits(z, 3),
+                       doctest::Contains("mldiag: entropy_from_logits: 10 elements do not divide into rows of 3"),
+                       mldiag::error);
+  CHECK_THROWS_WITH_AS((void)mldiag::entropy_from_probs(z, 0), doctest::Contains("row length 0 is not positive"),
+                       mldiag::error);
+}
+
+TEST_CASE("strided rows give the entropy of the gathered rows") {
+  // [4 rows, 5 cols] stored column-major: rows are strided by 1, columns by 4.
+  std::vector<double> colmajor(20);
+  for (std::size_t i = 0; i < 20; ++i) colmajor[i] = std::sin(static_cast<double>(i));
+  const mldiag::strided_view<double> rows(colmajor.data(), {4, 5}, {1, 4}, 20);
+  std::vector<double> gathered;
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t c = 0; c < 5; ++c) gathered.push_back(colmajor[r + 4 * c]);
+  CHECK(mldiag::entropy_from_logits(rows, 5) == mldiag::entropy_from_logits(gathered, 5));
+}
