@@ -35,12 +35,13 @@ inline constexpr std::size_t unit_elems = block_elems * blocks_per_unit;
 // merged in lane order, so results depend on the target: compile every translation unit
 // that includes mldiag with the same target flags (as with Eigen).
 #if defined(__AVX512F__)
-inline constexpr std::size_t lanes = 16;
+#define MLDIAG_HOST_LANES 16
 #elif defined(__AVX__)
-inline constexpr std::size_t lanes = 8;
+#define MLDIAG_HOST_LANES 8
 #else
-inline constexpr std::size_t lanes = 4;
+#define MLDIAG_HOST_LANES 4
 #endif
+inline constexpr std::size_t lanes = MLDIAG_HOST_LANES;
 
 // The power of two that scales a block's moments: the exponent e of max_abs
 // (max_abs < 2^e), clamped to +-1000 so that 2^-e is a normal double.
@@ -63,6 +64,7 @@ struct fmt_f32 {
   static storage bits(float v) noexcept { return std::bit_cast<storage>(v); }
   static constexpr storage abs_mask = 0x7fffffffu, inf = 0x7f800000u;
   static constexpr bool has_inf = true;
+  static constexpr bool widens_non_finite = true;
   static constexpr int sign_shift = 0, mag_shift = 0;
   static constexpr float scale = 1.0f;
 };
@@ -72,6 +74,7 @@ struct fmt_bf16 {
   static storage bits(bfloat16 v) noexcept { return v.bits; }
   static constexpr storage abs_mask = 0x7fffu, inf = 0x7f80u;
   static constexpr bool has_inf = true;
+  static constexpr bool widens_non_finite = true;
   static constexpr int sign_shift = 16, mag_shift = 16;
   static constexpr float scale = 1.0f;
 };
@@ -81,6 +84,7 @@ struct fmt_f16 {
   static storage bits(half v) noexcept { return v.bits; }
   static constexpr storage abs_mask = 0x7fffu, inf = 0x7c00u;
   static constexpr bool has_inf = true;
+  static constexpr bool widens_non_finite = false;
   static constexpr int sign_shift = 16, mag_shift = 13;
   static constexpr float scale = 0x1p112f;
 };
@@ -90,6 +94,7 @@ struct fmt_e4m3 {
   static storage bits(float8_e4m3 v) noexcept { return v.bits; }
   static constexpr storage abs_mask = 0x7fu, inf = 0x7fu;  // no infinities: 0x7f is NaN
   static constexpr bool has_inf = false;
+  static constexpr bool widens_non_finite = false;
   static constexpr int sign_shift = 24, mag_shift = 20;
   static constexpr float scale = 0x1p120f;
 };
@@ -99,6 +104,7 @@ struct fmt_e5m2 {
   static storage bits(float8_e5m2 v) noexcept { return v.bits; }
   static constexpr storage abs_mask = 0x7fu, inf = 0x7cu;
   static constexpr bool has_inf = true;
+  static constexpr bool widens_non_finite = false;
   static constexpr int sign_shift = 24, mag_shift = 21;
   static constexpr float scale = 0x1p112f;
 };
@@ -152,7 +158,7 @@ void count_non_finite(const typename F::element* x, std::size_t n, tensor_stats&
 // order; the lanes are combined in lane order.
 struct narrow_lanes {
   std::array<float, lanes> lo, hi;
-  std::array<std::uint32_t, lanes> amax{}, zero{};
+  std::array<std::uint32_t, lanes> zero{};
   std::array<double, lanes> sum{}, sum_sq{};
 
   explicit narrow_lanes(float shift) noexcept {
@@ -175,8 +181,6 @@ inline void narrow_scalar_step(narrow_lanes& l, std::size_t j, std::uint32_t u,
   l.zero[j] += static_cast<std::uint32_t>(a == 0);
   l.lo[j] = v < l.lo[j] ? v : l.lo[j];
   l.hi[j] = v > l.hi[j] ? v : l.hi[j];
-  const std::uint32_t af = fin ? a : 0u;
-  l.amax[j] = af > l.amax[j] ? af : l.amax[j];
   const double d = static_cast<double>(v) - shift_d;
   l.sum[j] += d;
   l.sum_sq[j] += d * d;
@@ -184,13 +188,17 @@ inline void narrow_scalar_step(narrow_lanes& l, std::size_t j, std::uint32_t u,
 
 #if defined(__GNUC__) && !defined(MLDIAG_NO_HOST_VECTORS)  // GCC and Clang
 #define MLDIAG_HOST_VECTORS 1
+#ifndef MLDIAG_PREFETCH_BYTES
+#define MLDIAG_PREFETCH_BYTES 4096
+#endif
+inline constexpr std::size_t prefetch_bytes = MLDIAG_PREFETCH_BYTES;
 // Explicit generic vectors because GCC 12 vectorizes the scalar loop only sometimes ("control
 // flow in loop", depending on the code around it; seen with -fopt-info-vec). No function
 // takes or returns a vector (builtins only), so no ABI depends on the target.
 namespace vec {
 typedef float f32v __attribute__((vector_size(lanes * 4)));
 typedef std::int32_t i32v __attribute__((vector_size(lanes * 4)));
-typedef float f32h __attribute__((vector_size(lanes * 2)));
+typedef double f64v __attribute__((vector_size(lanes * 8)));
 typedef double f64h __attribute__((vector_size(lanes * 4)));
 typedef std::uint16_t u16v __attribute__((vector_size(lanes * 2)));
 typedef std::uint8_t u8v __attribute__((vector_size(lanes)));
@@ -211,18 +219,22 @@ inline bool narrow_vector_groups(const typename F::element* x, std::size_t group
   constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
   constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
   f32v lo, hi;
-  i32v amax, zero, bad = {};
+  i32v zero, bad = {};
+  // Sums in two native-width halves: a double vector of `lanes` is twice the register width,
+  // and GCC keeps such oversized vectors in memory (a load and a store per use).
   f64h sum0, sum1, sq0, sq1;
   std::memcpy(&lo, l.lo.data(), sizeof lo);
   std::memcpy(&hi, l.hi.data(), sizeof hi);
-  std::memcpy(&amax, l.amax.data(), sizeof amax);
   std::memcpy(&zero, l.zero.data(), sizeof zero);
   std::memcpy(&sum0, l.sum.data(), sizeof sum0);
   std::memcpy(&sum1, l.sum.data() + lanes / 2, sizeof sum1);
   std::memcpy(&sq0, l.sum_sq.data(), sizeof sq0);
   std::memcpy(&sq1, l.sum_sq.data() + lanes / 2, sizeof sq1);
-  const f64h shift_v = f64h{} + shift_d;
+  const f64v shift_v = f64v{} + shift_d;
   for (std::size_t g = 0; g < groups; ++g) {
+    // Ask for memory well ahead: the loop body is long, so the core alone keeps too few
+    // cache lines in flight to stream at the memory's rate.
+    __builtin_prefetch(reinterpret_cast<const char*>(x + g * lanes) + prefetch_bytes);
     i32v u;
     if constexpr (sizeof(storage) == 4) {
       std::memcpy(&u, x + g * lanes, sizeof u);
@@ -236,20 +248,33 @@ inline bool narrow_vector_groups(const typename F::element* x, std::size_t group
       u = __builtin_convertvector(raw, i32v);
     }
     const i32v a = u & abs_mask;
-    if constexpr (F::has_inf) bad |= a >= inf_bits;
-    else bad |= a == inf_bits;
+    // Formats whose non-finite values widen to non-finite floats (fp32, bf16) need no test
+    // here: an Inf or NaN makes its lane's sum of squares non-finite, checked once below.
+    // The others widen Inf/NaN patterns to finite floats and are tested element by element.
+    if constexpr (!F::widens_non_finite) {
+      if constexpr (F::has_inf) bad |= a >= inf_bits;
+      else bad |= a == inf_bits;
+    }
     zero -= a == 0;  // a true comparison is -1
-    f32v v = __builtin_bit_cast(f32v, ((u & sign_bit) << F::sign_shift) |
-                                          (a << F::mag_shift));
+    f32v v;
+    if constexpr (F::sign_shift == F::mag_shift) {  // fp32, bf16: the bits are already in place
+      v = __builtin_bit_cast(f32v, u << F::mag_shift);
+    } else {
+      v = __builtin_bit_cast(f32v, ((u & sign_bit) << F::sign_shift) | (a << F::mag_shift));
+    }
     if constexpr (F::scale != 1.0f) v *= F::scale;
     lo = v < lo ? v : lo;
     hi = v > hi ? v : hi;
-    amax = a > amax ? a : amax;
-    f32h v0, v1;
-    std::memcpy(&v0, &v, sizeof v0);
-    std::memcpy(&v1, reinterpret_cast<const char*>(&v) + sizeof v0, sizeof v1);
-    const f64h d0 = __builtin_convertvector(v0, f64h) - shift_v;
-    const f64h d1 = __builtin_convertvector(v1, f64h) - shift_v;
+    const f64v d = __builtin_convertvector(v, f64v) - shift_v;
+#if MLDIAG_HOST_LANES == 4
+    const f64h d0 = __builtin_shufflevector(d, d, 0, 1), d1 = __builtin_shufflevector(d, d, 2, 3);
+#elif MLDIAG_HOST_LANES == 8
+    const f64h d0 = __builtin_shufflevector(d, d, 0, 1, 2, 3),
+               d1 = __builtin_shufflevector(d, d, 4, 5, 6, 7);
+#else
+    const f64h d0 = __builtin_shufflevector(d, d, 0, 1, 2, 3, 4, 5, 6, 7),
+               d1 = __builtin_shufflevector(d, d, 8, 9, 10, 11, 12, 13, 14, 15);
+#endif
     sum0 += d0;
     sum1 += d1;
     sq0 += d0 * d0;
@@ -259,9 +284,15 @@ inline bool narrow_vector_groups(const typename F::element* x, std::size_t group
   std::memcpy(seen.data(), &bad, sizeof bad);
   for (auto b : seen)
     if (b != 0) return false;
+  if constexpr (F::widens_non_finite) {
+    std::array<std::uint64_t, lanes> sq_bits;  // by bits: exact under -ffast-math too
+    std::memcpy(sq_bits.data(), &sq0, sizeof sq0);
+    std::memcpy(sq_bits.data() + lanes / 2, &sq1, sizeof sq1);
+    for (auto b : sq_bits)
+      if ((b & 0x7ff0000000000000ull) == 0x7ff0000000000000ull) return false;
+  }
   std::memcpy(l.lo.data(), &lo, sizeof lo);
   std::memcpy(l.hi.data(), &hi, sizeof hi);
-  std::memcpy(l.amax.data(), &amax, sizeof amax);
   std::memcpy(l.zero.data(), &zero, sizeof zero);
   std::memcpy(l.sum.data(), &sum0, sizeof sum0);
   std::memcpy(l.sum.data() + lanes / 2, &sum1, sizeof sum1);
@@ -302,13 +333,11 @@ tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noe
   }
 
   float lo = shift, hi = shift;
-  std::uint32_t am = 0;
   double s = 0.0, q = 0.0;
   for (std::size_t j = 0; j < lanes; ++j) {  // fixed order
     out.zeros += l.zero[j];
     lo = std::min(lo, l.lo[j]);
     hi = std::max(hi, l.hi[j]);
-    am = std::max(am, l.amax[j]);
     s += l.sum[j];
     q += l.sum_sq[j];
   }
@@ -316,7 +345,7 @@ tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noe
   const double nf = static_cast<double>(n - non_finite);
   out.min = lo;
   out.max = hi;
-  out.max_abs = value_of<F>(am);
+  out.max_abs = std::max(-out.min, out.max);  // exact, and one accumulator fewer
   out.scale_exp = scale_exponent(out.max_abs);
   out.mean_scaled = std::ldexp(shift_d + s / nf, -out.scale_exp);
   out.m2_scaled = std::ldexp(std::max(0.0, q - s * (s / nf)), -2 * out.scale_exp);
