@@ -43,15 +43,6 @@ inline constexpr std::size_t unit_elems = block_elems * blocks_per_unit;
 #endif
 inline constexpr std::size_t lanes = MLDIAG_HOST_LANES;
 
-// The power of two that scales a block's moments: the exponent e of max_abs
-// (max_abs < 2^e), clamped to +-1000 so that 2^-e is a normal double.
-inline int scale_exponent(double max_abs) noexcept {
-  if (max_abs == 0.0) return 0;
-  int e = 0;
-  (void)std::frexp(max_abs, &e);  // max_abs = m * 2^e, m in [0.5, 1)
-  return std::clamp(e, -1000, 1000);
-}
-
 // Bit-level description of each element format. `element` is the type the memory holds; it
 // is read as that type and its bits taken with bit_cast (no aliasing through integer
 // pointers). Narrow formats widen to float with two shifts and one exact multiply by a
@@ -342,13 +333,7 @@ tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noe
     q += l.sum_sq[j];
   }
   if (non_finite > 0) count_non_finite<F>(x, n, out);
-  const double nf = static_cast<double>(n - non_finite);
-  out.min = lo;
-  out.max = hi;
-  out.max_abs = std::max(-out.min, out.max);  // exact, and one accumulator fewer
-  out.scale_exp = scale_exponent(out.max_abs);
-  out.mean_scaled = std::ldexp(shift_d + s / nf, -out.scale_exp);
-  out.m2_scaled = std::ldexp(std::max(0.0, q - s * (s / nf)), -2 * out.scale_exp);
+  finish_from_shifted_sums(out, lo, hi, shift_d, s, q, n - non_finite);
   return out;
 }
 

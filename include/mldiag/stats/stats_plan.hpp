@@ -5,6 +5,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/stats/block_stats.hpp"
+#include "mldiag/stats/chunk_table.hpp"
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/host_engine.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
@@ -49,21 +50,17 @@ class stats_plan {
   explicit stats_plan(std::span<const tensor_ref> tensors) {
     tensors_.reserve(tensors.size());
     names_.reserve(tensors.size());
-    first_unit_.reserve(tensors.size() + 1);
     for (const auto& t : tensors) {
       detail::require_host(t, "stats_plan");
       names_.emplace_back(t.name());
-      tensors_.push_back(t);
-      first_unit_.push_back(units_.size());
-      for (std::uint64_t b = 0; b < t.numel(); b += detail::unit_elems) {
-        units_.push_back({tensors_.size() - 1, b, std::min(t.numel(), b + detail::unit_elems)});
-      }
     }
-    first_unit_.push_back(units_.size());
-    unit_results_.resize(units_.size());
-    results_.resize(tensors_.size());
     // The tensor_refs keep views of the caller's names; point them at our copies instead.
-    for (std::size_t i = 0; i < tensors_.size(); ++i) tensors_[i] = remade(tensors_[i], names_[i], tensors_[i].data());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      tensors_.push_back(remade(tensors[i], names_[i], tensors[i].data()));
+    }
+    table_ = detail::make_chunk_table(tensors_, detail::unit_elems);
+    unit_results_.resize(table_.chunks.size());
+    results_.resize(tensors_.size());
   }
   stats_plan(std::initializer_list<tensor_ref> tensors)
       : stats_plan(std::span<const tensor_ref>(tensors.begin(), tensors.size())) {}
@@ -81,16 +78,16 @@ class stats_plan {
     auto job = [&](unsigned) {
       for (;;) {
         const std::size_t u = next.fetch_add(1, std::memory_order_relaxed);
-        if (u >= units_.size()) return;
-        const auto& work = units_[u];
-        unit_results_[u] = detail::range_stats(tensors_[work.tensor], work.begin, work.end);
+        if (u >= table_.chunks.size()) return;
+        const auto& c = table_.chunks[u];
+        unit_results_[u] = detail::range_stats(tensors_[c.tensor], c.begin, c.end);
       }
     };
     engine.run(job);
     total_ = {};
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       tensor_stats s;
-      for (std::size_t u = first_unit_[i]; u < first_unit_[i + 1]; ++u) s.merge(unit_results_[u]);
+      for (std::size_t k = 0; k < table_.count[i]; ++k) s.merge(unit_results_[table_.first[i] + k]);
       results_[i] = s;
       total_.merge(s);
     }
@@ -116,14 +113,9 @@ class stats_plan {
   [[nodiscard]] const tensor_ref& tensor(std::size_t i) const noexcept { return tensors_[i]; }
   /// Units of work (the plan's chunk table): about numel / 65536 per tensor, at least one
   /// per non-empty tensor.
-  [[nodiscard]] std::size_t unit_count() const noexcept { return units_.size(); }
+  [[nodiscard]] std::size_t unit_count() const noexcept { return table_.chunks.size(); }
 
  private:
-  struct unit {
-    std::size_t tensor;
-    std::uint64_t begin, end;  // logical elements [begin, end)
-  };
-
   // The same tensor with another name and pointer (validated again).
   static tensor_ref remade(const tensor_ref& t, std::string_view name, const void* data) {
     if (t.is_contiguous()) {
@@ -137,8 +129,7 @@ class stats_plan {
 
   std::vector<tensor_ref> tensors_;
   std::vector<std::string> names_;
-  std::vector<unit> units_;
-  std::vector<std::size_t> first_unit_;
+  detail::chunk_table table_;
   std::vector<tensor_stats> unit_results_;
   std::vector<tensor_stats> results_;
   tensor_stats total_;
