@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mldiag/core/concepts.hpp"
+#include "mldiag/core/config.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/stats/block_stats.hpp"
@@ -29,47 +30,48 @@ struct entropy_stats {
   std::uint64_t rows = 0;          ///< rows with an entropy
   std::uint64_t invalid_rows = 0;  ///< rows without one (see above)
   double sum = 0.0;                ///< sum of the rows' entropies
-  double min = std::numeric_limits<double>::infinity();
-  double max = -std::numeric_limits<double>::infinity();
+  double min = HUGE_VAL;
+  double max = -HUGE_VAL;
   double normalized_sum = 0.0;
-  double normalized_min = std::numeric_limits<double>::infinity();
-  double normalized_max = -std::numeric_limits<double>::infinity();
+  double normalized_min = HUGE_VAL;
+  double normalized_max = -HUGE_VAL;
 
-  [[nodiscard]] double mean() const noexcept {
+  MLDIAG_HOST_DEVICE [[nodiscard]] double mean() const noexcept {
     return rows == 0 ? 0.0 : sum / static_cast<double>(rows);
   }
-  [[nodiscard]] double normalized_mean() const noexcept {
+  MLDIAG_HOST_DEVICE [[nodiscard]] double normalized_mean() const noexcept {
     return rows == 0 ? 0.0 : normalized_sum / static_cast<double>(rows);
   }
 
   /// Adds one row's entropy `h` with support `n`.
-  void add_row(double h, std::uint64_t n) noexcept {
+  MLDIAG_HOST_DEVICE void add_row(double h, std::uint64_t n) noexcept {
     const double norm = n > 1 ? h / std::log(static_cast<double>(n)) : 0.0;
     ++rows;
     sum += h;
-    min = std::min(min, h);
-    max = std::max(max, h);
+    min = detail::lesser(min, h);
+    max = detail::greater(max, h);
     normalized_sum += norm;
-    normalized_min = std::min(normalized_min, norm);
-    normalized_max = std::max(normalized_max, norm);
+    normalized_min = detail::lesser(normalized_min, norm);
+    normalized_max = detail::greater(normalized_max, norm);
   }
 
-  entropy_stats& merge(const entropy_stats& o) noexcept {
+  MLDIAG_HOST_DEVICE entropy_stats& merge(const entropy_stats& o) noexcept {
     rows += o.rows;
     invalid_rows += o.invalid_rows;
     sum += o.sum;
-    min = std::min(min, o.min);
-    max = std::max(max, o.max);
+    min = detail::lesser(min, o.min);
+    max = detail::greater(max, o.max);
     normalized_sum += o.normalized_sum;
-    normalized_min = std::min(normalized_min, o.normalized_min);
-    normalized_max = std::max(normalized_max, o.normalized_max);
+    normalized_min = detail::lesser(normalized_min, o.normalized_min);
+    normalized_max = detail::greater(normalized_max, o.normalized_max);
     return *this;
   }
 
   friend bool operator==(const entropy_stats&, const entropy_stats&) = default;
 };
 
-[[nodiscard]] inline entropy_stats merge(entropy_stats a, const entropy_stats& b) noexcept {
+[[nodiscard]] MLDIAG_HOST_DEVICE inline entropy_stats merge(entropy_stats a,
+                                                          const entropy_stats& b) noexcept {
   return a.merge(b);
 }
 
@@ -78,13 +80,13 @@ struct entropy_stats {
 /// log S - U / S. Two states of parts of one row merge exactly, so a long row can be split
 /// across threads or CUDA blocks and no probability is ever materialized.
 struct logit_row_state {
-  double m = -std::numeric_limits<double>::infinity();
+  double m = -HUGE_VAL;
   double s = 0.0;
   double u = 0.0;
   std::uint64_t support = 0;  ///< entries that are not -inf
 
   /// Adds a finite logit (callers skip -inf, the masked entries).
-  void add(double x) noexcept {
+  MLDIAG_HOST_DEVICE void add(double x) noexcept {
     ++support;
     if (s == 0.0) {  // first entry
       m = x;
@@ -104,13 +106,13 @@ struct logit_row_state {
       m = x;
     }
   }
-  void merge(const logit_row_state& o) noexcept {
+  MLDIAG_HOST_DEVICE void merge(const logit_row_state& o) noexcept {
     if (o.s == 0.0) return;
     if (s == 0.0) {
       *this = o;
       return;
     }
-    const double mm = std::max(m, o.m);
+    const double mm = detail::greater(m, o.m);
     const double ea = std::exp(m - mm), eb = std::exp(o.m - mm);
     u = (u + (m - mm) * s) * ea + (o.u + (o.m - mm) * o.s) * eb;
     s = s * ea + o.s * eb;
@@ -118,8 +120,8 @@ struct logit_row_state {
     support += o.support;
   }
   /// Entropy in nats; 0 for a single entry.
-  [[nodiscard]] double entropy() const noexcept {
-    return std::max(0.0, std::log(s) - u / s);
+  MLDIAG_HOST_DEVICE [[nodiscard]] double entropy() const noexcept {
+    return detail::greater(0.0, std::log(s) - u / s);
   }
 };
 
