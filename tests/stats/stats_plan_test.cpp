@@ -4,6 +4,7 @@
 
 #include "mldiag/stats/stats_plan.hpp"
 
+#include "../support/count_allocations.hpp"
 #include "../support/reference.hpp"
 
 #include <cstdint>
@@ -13,20 +14,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-// Counts every allocation in this test program, to check that compute() makes none.
-// GCC pairs the inlined malloc with the replaced operator delete and warns; they match.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::uint64_t allocations = 0;
-}
-void* operator new(std::size_t n) {
-  ++allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -142,9 +129,9 @@ TEST_CASE("compute allocates nothing once the plan and engine exist") {
   mldiag::stats_plan plan(g.refs);
   mldiag::host_engine engine(2);
   plan.compute(engine);  // warm
-  const auto before = allocations;
+  const auto before = mldiag_test::allocations();
   for (int i = 0; i < 5; ++i) plan.compute(engine);
-  CHECK(allocations == before);
+  CHECK(mldiag_test::allocations() == before);
 }
 
 TEST_CASE("the plan keeps its own copy of the names and rebind points a tensor at new memory") {
