@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+/// `recorder`: fills a step's snapshot from named tensors and keeps a bounded history.
+#pragma once
+
+#include "mldiag/core/concepts.hpp"
+#include "mldiag/core/error.hpp"
+#include "mldiag/evidence/snapshot.hpp"
+#include "mldiag/stats/compute.hpp"
+#include "mldiag/stats/entropy.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mldiag {
+
+/// The last `capacity` snapshots, oldest first. The ring is allocated at construction; a
+/// push copies into a slot, whose vectors keep their capacity, so memory stops growing once
+/// the largest step has been seen and never grows with the length of the run.
+class history {
+ public:
+  explicit history(std::size_t capacity) : ring_(capacity) {
+    if (capacity == 0) throw error("history: capacity 0; keep at least one step");
+  }
+  void push(const snapshot& s) {
+    ring_[(start_ + size_) % ring_.size()] = s;
+    if (size_ < ring_.size()) ++size_;
+    else start_ = (start_ + 1) % ring_.size();
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t capacity() const noexcept { return ring_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The i-th snapshot, oldest first.
+  [[nodiscard]] const snapshot& operator[](std::size_t i) const noexcept { return ring_[(start_ + i) % ring_.size()]; }
+  [[nodiscard]] const snapshot& back() const noexcept { return (*this)[size_ - 1]; }
+
+ private:
+  std::vector<snapshot> ring_;
+  std::size_t start_ = 0, size_ = 0;
+};
+
+/// Records one step at a time: `begin_step`, then any of the `record_*` calls, then
+/// `end_step`, which appends the snapshot to the history and returns it. Tensor names are
+/// interned on first sight (the only allocation for a name); after the first steps, a
+/// step allocates nothing (tests/evidence checks it with an allocation counter).
+///
+/// **Example**
+/// ```cpp
+/// mldiag::recorder rec;
+/// rec.begin_step(step);
+/// rec.record_loss(loss);
+/// rec.record_lr(lr);
+/// for (auto& [name, g] : grads) rec.record(mldiag::role::gradient, name, g);
+/// const mldiag::snapshot& now = rec.end_step();
+/// ```
+class recorder {
+ public:
+  explicit recorder(std::size_t history_capacity = 512) : history_(history_capacity) {}
+
+  void begin_step(std::int64_t step) {
+    if (open_) throw error("recorder::begin_step: step " + std::to_string(current_.step) + " was not ended; call end_step() first");
+    if (!history_.empty() && step <= history_.back().step) {
+      throw error("recorder::begin_step: step " + std::to_string(step) + " does not come after step " +
+                  std::to_string(history_.back().step) + "; steps must increase");
+    }
+    current_.clear(step);
+    open_ = true;
+  }
+
+  void record_loss(double loss) { require_open("record_loss"); current_.has_loss = true; current_.loss = loss; }
+  void record_val_loss(double v) { require_open("record_val_loss"); current_.has_val_loss = true; current_.val_loss = v; }
+  void record_lr(double lr) { require_open("record_lr"); current_.has_lr = true; current_.lr = lr; }
+  void record_loss_scale(double s) { require_open("record_loss_scale"); current_.has_loss_scale = true; current_.loss_scale = s; }
+  /// A global gradient norm computed elsewhere (e.g. by the optimizer's clipping).
+  void record_grad_norm(double norm) { require_open("record_grad_norm"); current_.grad_norm = norm; }
+  void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
+  void record_memory(const memory_evidence& m) { require_open("record_memory"); current_.memory = m; }
+
+  /// Statistics already computed (e.g. by a stats_plan or the CUDA kernels).
+  void record(role r, std::string_view name, const tensor_stats& s) {
+    require_open("record");
+    current_.of(r).push_back({names_.intern(name), s});
+  }
+  /// Computes the statistics of a host tensor and records them.
+  template <tensor V>
+  void record(role r, std::string_view name, const V& x) {
+    record(r, name, compute_stats(x));
+  }
+  /// Row entropy of attention (or any) probabilities or logits.
+  void record_entropy(std::string_view name, const entropy_stats& e) {
+    require_open("record_entropy");
+    current_.attention.push_back({names_.intern(name), e});
+  }
+  /// Expert loads of a router over the step (token counts or summed probabilities).
+  void record_router_load(std::string_view name, std::span<const double> loads) {
+    require_open("record_router_load");
+    router_evidence r{names_.intern(name)};
+    r.experts = static_cast<std::uint32_t>(loads.size());
+    double total = 0.0, top = 0.0;
+    for (double l : loads) {
+      if (!(l >= 0.0) || !std::isfinite(l)) {
+        throw error("recorder::record_router_load '" + std::string(name) + "': a load is negative or not finite");
+      }
+      total += l;
+      top = l > top ? l : top;
+      r.dead += l == 0.0 ? 1u : 0u;
+    }
+    if (total > 0.0 && loads.size() > 1) {
+      double h = 0.0;
+      for (double l : loads)
+        if (l > 0.0) h -= (l / total) * std::log(l / total);
+      r.normalized_entropy = h / std::log(static_cast<double>(loads.size()));
+      r.max_over_mean = top / (total / static_cast<double>(loads.size()));
+    }
+    current_.routers.push_back(r);
+  }
+
+  /// Closes the step: the snapshot joins the history; the reference stays valid until the
+  /// next begin_step.
+  const snapshot& end_step() {
+    require_open("end_step");
+    open_ = false;
+    history_.push(current_);
+    return current_;
+  }
+
+  [[nodiscard]] const mldiag::history& past() const noexcept { return history_; }
+  [[nodiscard]] const name_table& names() const noexcept { return names_; }
+  [[nodiscard]] const snapshot& current() const noexcept { return current_; }
+
+ private:
+  void require_open(const char* who) const {
+    if (!open_) throw error(std::string("recorder::") + who + ": no step is open; call begin_step(step) first");
+  }
+
+  name_table names_;
+  history history_;
+  snapshot current_;
+  bool open_ = false;
+};
+
+}  // namespace mldiag

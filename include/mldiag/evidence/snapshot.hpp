@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The evidence of one training step: loss, learning rate, per-tensor statistics by role.
+#pragma once
+
+#include "mldiag/stats/entropy.hpp"
+#include "mldiag/stats/tensor_stats.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>  // std::as_const
+#include <vector>
+
+namespace mldiag {
+
+/// Stable small integers for tensor names: interned once (allocation), looked up after that
+/// without allocating (heterogeneous lookup by string_view).
+class name_table {
+ public:
+  std::uint32_t intern(std::string_view name) {
+    if (const auto it = ids_.find(name); it != ids_.end()) return it->second;
+    const auto id = static_cast<std::uint32_t>(names_.size());
+    names_.emplace_back(name);
+    ids_.emplace(names_.back(), id);
+    return id;
+  }
+  [[nodiscard]] std::string_view operator[](std::uint32_t id) const noexcept { return names_[id]; }
+  [[nodiscard]] std::size_t size() const noexcept { return names_.size(); }
+
+ private:
+  struct hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t, hash, std::equal_to<>> ids_;
+};
+
+/// What a tensor is to the model; detectors read the roles they are about.
+enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output };
+
+/// A tensor's statistics in a snapshot: `id` indexes the recorder's name_table.
+struct tensor_evidence {
+  std::uint32_t id;
+  tensor_stats stats;
+};
+
+/// Entropy of rows (attention probabilities or logits, router distributions) of one tensor.
+struct entropy_evidence {
+  std::uint32_t id;
+  entropy_stats stats;
+};
+
+/// Load of the experts of one mixture-of-experts router over a step.
+struct router_evidence {
+  std::uint32_t id;
+  std::uint32_t experts = 0;
+  std::uint32_t dead = 0;              ///< experts with zero load
+  double normalized_entropy = 0.0;     ///< entropy of the load distribution / log(experts)
+  double max_over_mean = 0.0;          ///< the busiest expert's load over the mean load
+};
+
+/// Optional step-phase timings, in seconds (NaN where not measured).
+struct step_timings {
+  double data_wait = std::numeric_limits<double>::quiet_NaN();
+  double forward = std::numeric_limits<double>::quiet_NaN();
+  double backward = std::numeric_limits<double>::quiet_NaN();
+  double optimizer = std::numeric_limits<double>::quiet_NaN();
+  double communication = std::numeric_limits<double>::quiet_NaN();
+  double total = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// Optional memory evidence, in bytes (NaN where not measured).
+struct memory_evidence {
+  double allocated = std::numeric_limits<double>::quiet_NaN();
+  double reserved = std::numeric_limits<double>::quiet_NaN();
+  double peak = std::numeric_limits<double>::quiet_NaN();
+  double capacity = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// One step's evidence. Scalars that were not recorded are NaN and their `has_*` flag false
+/// (a NaN loss that *was* recorded is evidence: `has_loss` true, `loss` NaN).
+/// Vectors are cleared, not freed, between steps, so a reused snapshot stops allocating once
+/// it has seen the largest step.
+struct snapshot {
+  std::int64_t step = -1;
+  bool has_loss = false;
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  bool has_val_loss = false;
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
+  bool has_lr = false;
+  double lr = std::numeric_limits<double>::quiet_NaN();
+  bool has_loss_scale = false;
+  double loss_scale = std::numeric_limits<double>::quiet_NaN();
+  /// A global gradient norm given directly (logs often have only this); NaN when absent.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+
+  std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs;
+  std::vector<entropy_evidence> attention;
+  std::vector<router_evidence> routers;
+  step_timings timings;
+  memory_evidence memory;
+
+  /// Resets for a new step, keeping every vector's capacity.
+  void clear(std::int64_t new_step) noexcept {
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    step = new_step;
+    has_loss = has_val_loss = has_lr = has_loss_scale = false;
+    loss = val_loss = lr = loss_scale = grad_norm = nan;
+    for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs}) v->clear();
+    attention.clear();
+    routers.clear();
+    timings = {};
+    memory = {};
+  }
+
+  /// The tensors of a role.
+  [[nodiscard]] const std::vector<tensor_evidence>& of(role r) const noexcept {
+    switch (r) {
+      case role::gradient: return gradients;
+      case role::parameter: return parameters;
+      case role::activation: return activations;
+      case role::residual_input: return residual_inputs;
+      case role::block_output: return block_outputs;
+    }
+    return gradients;
+  }
+  [[nodiscard]] std::vector<tensor_evidence>& of(role r) noexcept {
+    return const_cast<std::vector<tensor_evidence>&>(std::as_const(*this).of(r));
+  }
+
+  /// The global gradient norm: `grad_norm` when given, else the L2 norm of every recorded
+  /// gradient's finite elements (NaN when neither exists).
+  [[nodiscard]] double global_grad_norm() const noexcept {
+    if (!std::isnan(grad_norm) || gradients.empty()) return grad_norm;
+    tensor_stats all;
+    for (const auto& g : gradients) all.merge(g.stats);
+    return all.l2_norm();
+  }
+
+};
+
+}  // namespace mldiag

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <doctest/doctest.h>
+
+#include "mldiag/evidence/diagnostic.hpp"
+#include "mldiag/evidence/recorder.hpp"
+
+#include "../support/count_allocations.hpp"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+template <class T>
+T get(const mldiag::diagnostic& d, const std::string& key) {
+  for (const auto& [k, v] : d)
+    if (k == key) return std::get<T>(v);
+  FAIL("missing key " << key);
+  return T{};
+}
+}  // namespace
+
+TEST_CASE("a step records loss lr and tensors by role and joins a bounded history") {
+  mldiag::recorder rec(3);
+  std::vector<float> g = {3.0f, 4.0f}, w = {1.0f, NAN};
+  for (int step = 0; step < 5; ++step) {
+    rec.begin_step(step);
+    rec.record_loss(10.0 - step);
+    rec.record_lr(1e-3);
+    rec.record(mldiag::role::gradient, "layer0.w", g);
+    rec.record(mldiag::role::parameter, "layer0.w", w);
+    const auto& s = rec.end_step();
+    CHECK(s.step == step);
+  }
+  CHECK(rec.past().size() == 3);  // bounded
+  CHECK(rec.past()[0].step == 2);
+  CHECK(rec.past().back().loss == 6.0);
+  CHECK(rec.names().size() == 1);  // the same name in two roles is one id
+  CHECK(rec.past().back().gradients.at(0).stats.l2_norm() == 5.0);
+  CHECK(rec.past().back().global_grad_norm() == 5.0);
+  CHECK(rec.past().back().parameters.at(0).stats.nan == 1);
+}
+
+TEST_CASE("misuse of the recorder is an mldiag error") {
+  mldiag::recorder rec;
+  CHECK_THROWS_WITH_AS(rec.record_loss(1.0), doctest::Contains("mldiag: recorder::record_loss: no step is open"), mldiag::error);
+  rec.begin_step(5);
+  CHECK_THROWS_WITH_AS(rec.begin_step(6), doctest::Contains("was not ended"), mldiag::error);
+  rec.end_step();
+  CHECK_THROWS_WITH_AS(rec.begin_step(5), doctest::Contains("does not come after step 5"), mldiag::error);
+  rec.begin_step(6);
+  const double bad[] = {1.0, -2.0};
+  CHECK_THROWS_WITH_AS(rec.record_router_load("moe0", bad), doctest::Contains("negative or not finite"), mldiag::error);
+}
+
+TEST_CASE("router load gives normalized entropy dead experts and max over mean") {
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  const double even[] = {5, 5, 5, 5}, skewed[] = {12, 4, 0, 0};
+  rec.record_router_load("even", even);
+  rec.record_router_load("skewed", skewed);
+  const auto& s = rec.end_step();
+  CHECK(s.routers[0].normalized_entropy == doctest::Approx(1.0).epsilon(1e-15));
+  CHECK(s.routers[0].max_over_mean == 1.0);
+  CHECK(s.routers[1].dead == 2);
+  // p = 0.75, 0.25: H = 0.562335 nats, / log 4
+  CHECK(s.routers[1].normalized_entropy == doctest::Approx(0.5623351446 / std::log(4.0)).epsilon(1e-9));
+  CHECK(s.routers[1].max_over_mean == 3.0);
+}
+
+TEST_CASE("the diagnostic snapshot has the seed's keys and decides the trend by regression") {
+  mldiag::recorder rec(1000);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0.0, 0.3);
+  std::vector<float> g = {0.0f, 3.0f, 4.0f}, bad = {1.0f, INFINITY};
+  for (int step = 0; step < 200; ++step) {
+    rec.begin_step(step);
+    // Decreasing on average, but the last point is above the first one: a two-point
+    // comparison would say "increasing".
+    double loss = 5.0 - 0.005 * step + noise(rng);
+    if (step == 0) loss = 4.0;
+    if (step == 199) loss = 4.5;
+    rec.record_loss(loss);
+    rec.record(mldiag::role::gradient, "fc.weight", g);
+    rec.record(mldiag::role::gradient, "fc.bias", bad);
+    rec.record(mldiag::role::parameter, "fc.weight", g);
+    rec.end_step();
+  }
+  const auto d = mldiag::diagnostic_snapshot(rec.past(), rec.names(), 200);
+  CHECK(get<double>(d, "grad/fc.weight/norm") == 5.0);
+  CHECK(get<bool>(d, "grad/fc.weight/has_nan") == false);
+  CHECK(get<bool>(d, "grad/fc.bias/has_inf") == true);
+  CHECK(get<double>(d, "param/fc.weight/norm") == 5.0);
+  CHECK(get<std::string>(d, "loss/trend") == "decreasing");
+  double sum = 0;
+  for (std::size_t i = 0; i < rec.past().size(); ++i) sum += rec.past()[i].loss;
+  CHECK(get<double>(d, "loss/recent_mean") == doctest::Approx(sum / 200).epsilon(1e-12));
+  // A flat noisy loss is not "decreasing".
+  mldiag::recorder flat(100);
+  for (int step = 0; step < 100; ++step) {
+    flat.begin_step(step);
+    flat.record_loss(3.0 + noise(rng));
+    flat.end_step();
+  }
+  CHECK(get<std::string>(mldiag::diagnostic_snapshot(flat.past(), flat.names()), "loss/trend") == "flat_or_increasing");
+}
+
+TEST_CASE("after warm-up a step allocates nothing") {
+  mldiag::recorder rec(64);
+  std::vector<float> g(1000, 0.5f);
+  const double loads[] = {1, 2, 3, 4};
+  auto step = [&](int i) {
+    rec.begin_step(i);
+    rec.record_loss(1.0);
+    rec.record_lr(1e-3);
+    for (const char* name : {"a", "b", "c"}) rec.record(mldiag::role::gradient, name, g);
+    rec.record_router_load("moe", loads);
+    rec.end_step();
+  };
+  for (int i = 0; i < 100; ++i) step(i);  // warm-up: names interned, history slots grown
+  const auto before = mldiag_test::allocations();
+  for (int i = 100; i < 300; ++i) step(i);
+  CHECK(mldiag_test::allocations() == before);
+}
