@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The detector concept, combinators, and static and run-time detector sets.
+#pragma once
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/detectors/finding.hpp"
+
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace mldiag::detectors {
+
+/// A detector is a small stateful value: `observe` reads one step's evidence and appends the
+/// findings it has (usually none) to `out`; `name` says which detector it is. Observing a
+/// step where nothing fires must not allocate once the detector is warm.
+template <class D>
+concept detector = requires(D& d, const observation& o, std::vector<finding>& out) {
+  d.observe(o, out);
+  { d.name() } -> std::convertible_to<std::string_view>;
+};
+
+/// Lets the inner detector build its state for the first `steps` steps, and drops what it
+/// reports meanwhile.
+template <detector D>
+class after_warmup {
+ public:
+  after_warmup(std::size_t steps, D inner) : steps_(steps), inner_(std::move(inner)) {}
+  void observe(const observation& o, std::vector<finding>& out) {
+    const std::size_t before = out.size();
+    inner_.observe(o, out);
+    if (seen_++ < steps_) out.resize(before);
+  }
+  [[nodiscard]] std::string_view name() const { return inner_.name(); }
+  D& inner() noexcept { return inner_; }
+
+ private:
+  std::size_t steps_, seen_ = 0;
+  D inner_;
+};
+
+/// Reports only when the inner detector has fired on `steps` consecutive observed steps; the
+/// finding's first_step is where the run began.
+template <detector D>
+class sustained {
+ public:
+  sustained(std::size_t steps, D inner) : steps_(steps), inner_(std::move(inner)) {}
+  void observe(const observation& o, std::vector<finding>& out) {
+    const std::size_t before = out.size();
+    inner_.observe(o, out);
+    if (out.size() == before) {
+      run_ = 0;
+      return;
+    }
+    if (run_++ == 0) run_start_ = o.now.step;
+    if (run_ < steps_) {
+      out.resize(before);
+      return;
+    }
+    for (std::size_t i = before; i < out.size(); ++i) out[i].first_step = run_start_;
+  }
+  [[nodiscard]] std::string_view name() const { return inner_.name(); }
+
+ private:
+  std::size_t steps_, run_ = 0;
+  std::int64_t run_start_ = -1;
+  D inner_;
+};
+
+/// Observes every detector; reports the findings of the first one (in order) that fired,
+/// so one symptom seen by several detectors is reported once.
+template <detector... Ds>
+class any_of {
+ public:
+  explicit any_of(Ds... ds) : all_(std::move(ds)...) {}
+  void observe(const observation& o, std::vector<finding>& out) {
+    const std::size_t before = out.size();
+    std::size_t keep = 0;
+    std::apply([&](auto&... d) {
+      ((d.observe(o, out), keep = (keep == 0 && out.size() > before) ? out.size() : keep), ...);
+    }, all_);
+    if (keep != 0) out.resize(keep);
+  }
+  [[nodiscard]] std::string_view name() const { return "any_of"; }
+
+ private:
+  std::tuple<Ds...> all_;
+};
+
+/// A detector set fixed at compile time (a tuple): no virtual calls.
+template <detector... Ds>
+class static_set {
+ public:
+  explicit static_set(Ds... ds) : all_(std::move(ds)...) {}
+  void observe(const observation& o, std::vector<finding>& out) {
+    std::apply([&](auto&... d) { (d.observe(o, out), ...); }, all_);
+  }
+  [[nodiscard]] std::string_view name() const { return "static_set"; }
+  template <std::size_t I>
+  auto& get() noexcept { return std::get<I>(all_); }
+
+ private:
+  std::tuple<Ds...> all_;
+};
+
+/// Any detector behind one type, for sets configured at run time.
+class any_detector {
+ public:
+  template <detector D>
+  explicit any_detector(D d) : self_(std::make_unique<model<D>>(std::move(d))) {}
+  void observe(const observation& o, std::vector<finding>& out) { self_->observe(o, out); }
+  [[nodiscard]] std::string_view name() const { return self_->name(); }
+
+ private:
+  struct concept_t {
+    virtual ~concept_t() = default;
+    virtual void observe(const observation& o, std::vector<finding>& out) = 0;
+    [[nodiscard]] virtual std::string_view name() const = 0;
+  };
+  template <class D>
+  struct model final : concept_t {
+    explicit model(D d) : detector(std::move(d)) {}
+    void observe(const observation& o, std::vector<finding>& out) override { detector.observe(o, out); }
+    [[nodiscard]] std::string_view name() const override { return detector.name(); }
+    D detector;
+  };
+  std::unique_ptr<concept_t> self_;
+};
+
+/// Named parameters of a detector configured at run time.
+using parameters = std::map<std::string, double, std::less<>>;
+
+/// Reads parameter `key` or its default; the registry rejects unknown keys.
+[[nodiscard]] inline double param(const parameters& p, std::string_view key, double fallback) {
+  const auto it = p.find(key);
+  return it == p.end() ? fallback : it->second;
+}
+
+/// A set of detectors configured at run time, observed in order.
+class dynamic_set {
+ public:
+  void add(any_detector d) { all_.push_back(std::move(d)); }
+  void observe(const observation& o, std::vector<finding>& out) {
+    for (auto& d : all_) d.observe(o, out);
+  }
+  [[nodiscard]] std::string_view name() const { return "dynamic_set"; }
+  [[nodiscard]] std::size_t size() const noexcept { return all_.size(); }
+
+ private:
+  std::vector<any_detector> all_;
+};
+
+}  // namespace mldiag::detectors

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+/// `finding`: what a detector reports — question, symptom, severity, when, where, the numbers.
+#pragma once
+
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/evidence/snapshot.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mldiag {
+
+/// The three questions of the method; every finding answers one.
+enum class question : std::uint8_t {
+  convergence = 1,    ///< Q1: why isn't it converging
+  early_anomaly = 2,  ///< Q2: what are these early anomaly signals
+  efficiency = 3,     ///< Q3: why isn't it fast enough
+};
+
+[[nodiscard]] constexpr std::string_view name(question q) noexcept {
+  switch (q) {
+    case question::convergence: return "Q1 convergence";
+    case question::early_anomaly: return "Q2 early anomaly";
+    case question::efficiency: return "Q3 efficiency";
+  }
+  return "?";
+}
+
+enum class severity : std::uint8_t { info = 0, warning = 1, critical = 2 };
+
+[[nodiscard]] constexpr std::string_view name(severity s) noexcept {
+  switch (s) {
+    case severity::info: return "info";
+    case severity::warning: return "warning";
+    case severity::critical: return "critical";
+  }
+  return "?";
+}
+
+/// A symptom with the evidence behind it. It carries no fix: fixes exist only in phase 4 of a
+/// diagnosis (issue 6).
+struct finding {
+  mldiag::question question = mldiag::question::convergence;
+  std::string symptom;  ///< e.g. "exploding gradients"
+  mldiag::severity severity = mldiag::severity::warning;
+  std::int64_t first_step = -1;  ///< when it started
+  std::int64_t last_step = -1;   ///< the newest step that shows it
+  /// Where, ranked by evidence (highest first): tensor or layer names with a score.
+  std::vector<std::pair<std::string, double>> where;
+  /// The numbers behind it, by name (e.g. {"ratio_to_median", 66.0}).
+  std::vector<std::pair<std::string, double>> evidence;
+  std::string detector;  ///< which detector produced it
+};
+
+/// What a detector sees at each step: the newest snapshot, the history and the names.
+struct observation {
+  const snapshot& now;
+  const history& past;
+  const name_table& names;
+};
+
+}  // namespace mldiag
