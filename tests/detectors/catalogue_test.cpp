@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/evidence/drift.hpp"
 #include "mldiag/evidence/recorder.hpp"
 
 #include "../support/count_allocations.hpp"
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -157,7 +159,7 @@ TEST_CASE("detectors are configured by name and unknown names or parameters are 
                        mldiag::error);
   CHECK_THROWS_WITH_AS(make_detector("loss_spike", {{"threshold", 2.0}}),
                        doctest::Contains("unknown parameter 'threshold'; its parameters are: factor, sustain"), mldiag::error);
-  CHECK(default_set().size() == 4);
+  CHECK(default_set().size() == std::size(detector_names));
 }
 
 TEST_CASE("the default set allocates nothing on a step where nothing fires") {
@@ -168,7 +170,7 @@ TEST_CASE("the default set allocates nothing on a step where nothing fires") {
   out.reserve(16);
   auto step = [&](int i) {
     rec.begin_step(i);
-    rec.record_loss(3.0 + 0.01 * (i % 7));
+    rec.record_loss(1.0 + 3.0 * std::exp(-i / 300.0) + 0.01 * (i % 7));
     rec.record_loss_scale(65536.0);
     rec.record(mldiag::role::gradient, "w", grad);
     set.observe({rec.end_step(), rec.past(), rec.names()}, out);
@@ -179,4 +181,205 @@ TEST_CASE("the default set allocates nothing on a step where nothing fires") {
   for (int i = 200; i < 1200; ++i) step(i);
   CHECK(mldiag_test::allocations() == before);
   CHECK(out.empty());
+}
+
+TEST_CASE("lr_sanity: negative or NaN is critical and zero from the start is a warning") {
+  mldiag::detectors::lr_sanity d;
+  CHECK(run(d, 100, [](int, mldiag::recorder& r, double&, double&) { r.record_lr(3e-4); }).empty());
+  mldiag::detectors::lr_sanity n;
+  const auto f = run(n, 100, [](int step, mldiag::recorder& r, double&, double&) { r.record_lr(step == 40 ? NAN : 3e-4); });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().severity == mldiag::severity::critical);
+  CHECK(f.front().first_step == 40);
+  mldiag::detectors::lr_sanity z;
+  const auto g = run(z, 100, [](int, mldiag::recorder& r, double&, double&) { r.record_lr(0.0); });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().symptom == "learning rate is zero");
+  CHECK(g.front().first_step == 9);  // the tenth step at zero
+  mldiag::detectors::lr_sanity end;  // decays to zero at the end, as llm.c does: info only
+  const auto h = run(end, 100, [](int step, mldiag::recorder& r, double&, double&) { r.record_lr(step < 80 ? 1e-3 : 0.0); });
+  REQUIRE(h.size() == 1);
+  CHECK(h.front().severity == mldiag::severity::info);
+  mldiag::detectors::lr_sanity big;
+  CHECK(run(big, 20, [](int, mldiag::recorder& r, double&, double&) { r.record_lr(5.0); }).front().symptom ==
+        "learning rate absurdly large");
+}
+
+TEST_CASE("initial_loss compares the first loss with ln(classes)") {
+  mldiag::detectors::initial_loss off;
+  CHECK(run(off, 10, [](int, mldiag::recorder&, double& loss, double&) { loss = 50.0; }).empty());
+  mldiag::detectors::initial_loss ok({10, 0.25});
+  CHECK(run(ok, 10, [](int step, mldiag::recorder&, double& loss, double&) { if (step == 0) loss = 2.35; }).empty());
+  mldiag::detectors::initial_loss bad({10, 0.25});
+  const auto f = run(bad, 10, [](int step, mldiag::recorder&, double& loss, double&) { if (step == 0) loss = 9.0; });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 0);
+}
+
+TEST_CASE("vanishing_gradients fires on tiny gradients and on a first-to-last layer collapse") {
+  mldiag::detectors::vanishing_gradients d;
+  CHECK(run(d, 100, healthy).empty());
+  mldiag::detectors::vanishing_gradients t;
+  const auto f = run(t, 100, [](int step, mldiag::recorder&, double&, double& g) { if (step >= 50) g = 1e-12; });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 50);
+  CHECK(f.front().last_step == 54);
+  mldiag::detectors::vanishing_gradients layers;
+  std::vector<float> tiny(64, 1e-6f), normal(64, 1e-2f);
+  const auto g = run(layers, 100, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::gradient, "embed", step >= 30 ? tiny : normal);  // first in layer order
+  });
+  // "embed" is recorded before "layers.0.w" each step, so it is the first layer.
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().first_step == 30);
+  CHECK(g.front().where.front().first == "grad/embed");
+}
+
+TEST_CASE("loss_not_decreasing fires on a flat loss and not on a learning run") {
+  mldiag::detectors::loss_not_decreasing d;
+  CHECK(run(d, 600, healthy).empty());
+  mldiag::detectors::loss_not_decreasing flat;
+  const auto f = run(flat, 600, [](int step, mldiag::recorder&, double& loss, double&) { loss = 2.3 + 0.01 * std::sin(step); });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 199);  // the end of the warm-up
+}
+
+TEST_CASE("plateau reports once when a learning run stalls") {
+  mldiag::detectors::plateau d({200, 0.05, 0.005, 2.0});
+  const auto f = run(d, 3000, [](int step, mldiag::recorder&, double& loss, double&) {
+    loss = step < 1000 ? 5.0 - 0.003 * step : 2.0 + 0.001 * std::sin(step);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().severity == mldiag::severity::info);
+  CHECK(f.front().first_step >= 1000);
+  CHECK(f.front().first_step <= 1300);
+}
+
+TEST_CASE("oscillation fires on a zigzag of large amplitude and not on noise") {
+  mldiag::detectors::oscillation d;
+  CHECK(run(d, 500, healthy).empty());
+  mldiag::detectors::oscillation z;
+  const auto f = run(z, 500, [](int step, mldiag::recorder&, double& loss, double&) { if (step >= 300) loss *= (step % 2 ? 1.4 : 0.7); });
+  REQUIRE(!f.empty());
+  CHECK(f.front().first_step >= 300);
+  CHECK(f.front().first_step <= 400);
+}
+
+TEST_CASE("dead_activations and saturation read activation statistics") {
+  std::vector<float> relu(1000, 0.0f), tanh_out(1000), sig(1000);
+  relu[3] = 1.0f;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    tanh_out[i] = i % 20 == 0 ? 0.1f : (i % 2 ? 0.999f : -0.999f);  // 95% saturated: the bound says >= 73%
+    sig[i] = i % 2 ? 0.999f : 0.001f;
+  }
+  std::vector<float> fine(1000, 0.3f);
+  mldiag::detectors::dead_activations d;
+  const auto f = run(d, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::activation, "mlp.relu", step >= 20 ? relu : fine);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 20);
+  CHECK(f.front().where.front().first == "act/mlp.relu");
+  mldiag::detectors::saturation s;
+  const auto g = run(s, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::activation, "rnn.tanh", step >= 10 ? tanh_out : fine);
+    r.record(mldiag::role::activation, "gate.sigmoid", fine);
+  });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().first_step == 10);
+  CHECK(g.front().where.front().first == "act/rnn.tanh");
+  mldiag::detectors::saturation sg;
+  const auto h = run(sg, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::activation, "gate.sigmoid", step >= 5 ? sig : fine);
+  });
+  REQUIRE(h.size() == 1);
+  CHECK(h.front().first_step == 5);
+}
+
+TEST_CASE("frozen_parameters and update_ratio read parameters and updates") {
+  std::vector<float> w(64, 0.5f);
+  mldiag::detectors::frozen_parameters d;
+  const auto f = run(d, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    if (step < 20) w[static_cast<std::size_t>(step)] += 0.01f;  // changes until step 20
+    r.record(mldiag::role::parameter, "layers.0.w", w);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 21);  // unchanged at 20 and 21: three equal snapshots from 19
+  std::vector<float> param(100, 1.0f), small(100, 1e-5f), huge(100, 0.5f);
+  mldiag::detectors::update_ratio u;
+  CHECK(run(u, 50, [&](int, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::parameter, "w", param);
+    r.record(mldiag::role::update, "w", small);  // ratio 1e-5
+  }).empty());
+  mldiag::detectors::update_ratio u2;
+  const auto g = run(u2, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::parameter, "w", param);
+    r.record(mldiag::role::update, "w", step >= 30 ? huge : small);
+  });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().symptom == "update ratio too large");
+  CHECK(g.front().first_step == 30);
+}
+
+TEST_CASE("attention_collapse expert_imbalance and residual_write_ratio") {
+  mldiag::detectors::attention_collapse a;
+  const auto f = run(a, 50, [](int step, mldiag::recorder& r, double&, double&) {
+    mldiag::entropy_stats e;
+    e.add_row(step >= 25 ? 0.05 * std::log(128.0) : 0.8 * std::log(128.0), 128);
+    r.record_entropy("layers.3.attn", e);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 25);
+  mldiag::detectors::expert_imbalance m;
+  const double even[] = {10, 11, 9, 10}, skew[] = {37, 1, 1, 1};
+  const auto g = run(m, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_router_load("moe.0", step >= 12 ? std::span<const double>(skew) : std::span<const double>(even));
+  });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().first_step == 12);
+  std::vector<float> stream(100, 1.0f), write(100, 0.2f), loud(100, 3.0f);
+  mldiag::detectors::residual_write_ratio w;
+  const auto h = run(w, 60, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::residual_input, "block.7", stream);
+    r.record(mldiag::role::block_output, "block.7", step >= 40 ? loud : write);
+  });
+  REQUIRE(h.size() == 1);
+  CHECK(h.front().first_step == 40);
+  CHECK(h.front().where.front().first == "block.7");
+}
+
+TEST_CASE("embedding_growth and parameter_drift with the drift tracker") {
+  std::vector<float> emb(256, 0.01f);
+  mldiag::detectors::embedding_growth e;
+  CHECK(run(e, 400, [&](int, mldiag::recorder& r, double&, double&) { r.record(mldiag::role::parameter, "tok_embed", emb); }).empty());
+  mldiag::detectors::embedding_growth e2;
+  const auto f = run(e2, 400, [&](int step, mldiag::recorder& r, double&, double&) {
+    for (auto& v : emb) v = 0.01f * static_cast<float>(1.0 + 0.01 * step);  // +1% per step
+    r.record(mldiag::role::parameter, "tok_embed", emb);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 199);  // the first full window: 3x growth
+
+  // Drift: exact and sketched agree (within the sketch's few percent) and the detector fires
+  // when theta has moved its own norm.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> n01;
+  std::vector<float> theta0(20000), theta(20000);
+  for (auto& v : theta0) v = n01(rng);
+  mldiag::drift_tracker exact(mldiag::drift_tracker::mode::exact), sketch(mldiag::drift_tracker::mode::sketch, 4096);
+  exact.start("w", theta0);
+  sketch.start("w", theta0);
+  mldiag::detectors::parameter_drift p;
+  std::vector<double> drifts;
+  const auto g = run(p, 30, [&](int step, mldiag::recorder& r, double&, double&) {
+    for (std::size_t i = 0; i < theta.size(); ++i) theta[i] = theta0[i] * (1.0f + 0.1f * static_cast<float>(step));
+    const double d = exact.observe("w", theta);
+    drifts.push_back(d);
+    CHECK(sketch.observe("w", theta) == doctest::Approx(d).epsilon(0.1));
+    r.record_drift("w", d);
+  });
+  CHECK(drifts[5] == doctest::Approx(0.5).epsilon(1e-6));  // theta = 1.5 theta0
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().first_step == 11);  // drift 1.1 > 1
+  CHECK_THROWS_WITH_AS((void)exact.observe("v", theta), doctest::Contains("no start() for this name"), mldiag::error);
 }

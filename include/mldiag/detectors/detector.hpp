@@ -6,6 +6,7 @@
 #include "mldiag/detectors/finding.hpp"
 
 #include <concepts>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -25,6 +26,36 @@ template <class D>
 concept detector = requires(D& d, const observation& o, std::vector<finding>& out) {
   d.observe(o, out);
   { d.name() } -> std::convertible_to<std::string_view>;
+};
+
+/// A finding with the common fields filled.
+[[nodiscard]] inline finding make_finding(question q, std::string symptom, severity level, std::int64_t step,
+                                         std::string_view detector_name,
+                                         std::vector<std::pair<std::string, double>> evidence = {}) {
+  finding f;
+  f.question = q;
+  f.symptom = std::move(symptom);
+  f.severity = level;
+  f.first_step = f.last_step = step;
+  f.detector = std::string(detector_name);
+  f.evidence = std::move(evidence);
+  return f;
+}
+
+/// Edge trigger: `rise(condition)` is true on the step a condition starts to hold, then
+/// false until it has stopped holding once. Detectors use it to report an onset, not every
+/// step of a lasting state.
+class edge {
+ public:
+  bool rise(bool condition) noexcept {
+    const bool r = condition && !active_;
+    active_ = condition;
+    return r;
+  }
+  [[nodiscard]] bool active() const noexcept { return active_; }
+
+ private:
+  bool active_ = false;
 };
 
 /// Lets the inner detector build its state for the first `steps` steps, and drops what it

@@ -90,6 +90,11 @@ class recorder {
   void record(role r, std::string_view name, const V& x) {
     record(r, name, compute_stats(x));
   }
+  /// Relative drift of a parameter from its initialization (see drift_tracker).
+  void record_drift(std::string_view name, double relative_drift) {
+    require_open("record_drift");
+    current_.drift.emplace_back(names_.intern(name), relative_drift);
+  }
   /// Row entropy of attention (or any) probabilities or logits.
   void record_entropy(std::string_view name, const entropy_stats& e) {
     require_open("record_entropy");

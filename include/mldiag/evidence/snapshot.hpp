@@ -42,7 +42,9 @@ class name_table {
 };
 
 /// What a tensor is to the model; detectors read the roles they are about.
-enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output };
+/// `update` is the optimizer's step for a parameter (new minus old value), recorded under the
+/// parameter's name.
+enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output, update };
 
 /// A tensor's statistics in a snapshot: `id` indexes the recorder's name_table.
 struct tensor_evidence {
@@ -100,7 +102,10 @@ struct snapshot {
   /// A global gradient norm given directly (logs often have only this); NaN when absent.
   double grad_norm = std::numeric_limits<double>::quiet_NaN();
 
-  std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs;
+  std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates;
+  /// Relative drift from initialization, ||theta - theta0|| / ||theta0||, by parameter id
+  /// (from a drift_tracker; see evidence/drift.hpp).
+  std::vector<std::pair<std::uint32_t, double>> drift;
   std::vector<entropy_evidence> attention;
   std::vector<router_evidence> routers;
   step_timings timings;
@@ -112,7 +117,8 @@ struct snapshot {
     step = new_step;
     has_loss = has_val_loss = has_lr = has_loss_scale = false;
     loss = val_loss = lr = loss_scale = grad_norm = nan;
-    for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs}) v->clear();
+    for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates}) v->clear();
+    drift.clear();
     attention.clear();
     routers.clear();
     timings = {};
@@ -127,6 +133,7 @@ struct snapshot {
       case role::activation: return activations;
       case role::residual_input: return residual_inputs;
       case role::block_output: return block_outputs;
+      case role::update: return updates;
     }
     return gradients;
   }

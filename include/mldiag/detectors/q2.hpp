@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+/// Q2 detectors: early anomaly signals. docs/detectors.md gives each one's defaults and sources.
+#pragma once
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/detectors/detector.hpp"
+#include "mldiag/detectors/finding.hpp"
+#include "mldiag/signals/window.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mldiag::detectors {
+
+/// Q2: the loss rises above `factor` times its robust running baseline (median of the last
+/// `window` losses that did not fire) for `sustain` observations in a row. Defaults: factor
+/// 1.5, sustain 2, window 50 — real LLM spikes are 1.8-3x the running mean and persist for
+/// tens to hundreds of iterations, while healthy runs have single-batch outliers up to 1.86x
+/// that recover on the next step (../shared/data/real-runs/README.md). Critical at
+/// `critical_factor` (2.5). `method_rule()` is the method's table rule: loss > 10x the moving
+/// average, on one observation.
+class loss_spike {
+ public:
+  struct config {
+    double factor = 1.5;
+    std::size_t sustain = 2;
+    std::size_t window = 50;
+    std::size_t min_history = 2;
+    double critical_factor = 2.5;
+  };
+  loss_spike() : loss_spike(config{}) {}
+  explicit loss_spike(config c) : c_(c), baseline_(c.window) {
+    if (c.factor <= 1.0 || c.sustain == 0) throw error("loss_spike: need factor > 1 and sustain >= 1");
+  }
+  static loss_spike method_rule() { return loss_spike(config{10.0, 1, 50, 2, 10.0}); }
+  [[nodiscard]] std::string_view name() const { return "loss_spike"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    const snapshot& s = o.now;
+    if (!s.has_loss || !std::isfinite(s.loss)) return;
+    if (baseline_.size() < c_.min_history) {
+      baseline_.push(s.loss);
+      return;
+    }
+    const double median = baseline_.median();
+    const double ratio = s.loss / median;
+    if (!(median > 0.0) || ratio < c_.factor) {
+      baseline_.push(s.loss);
+      run_ = 0;
+      return;
+    }
+    if (run_++ == 0) run_start_ = s.step;
+    peak_ = run_ == 1 ? ratio : std::max(peak_, ratio);
+    if (run_ < c_.sustain) return;
+    finding f;
+    f.question = question::early_anomaly;
+    f.symptom = "loss spike";
+    f.severity = peak_ >= c_.critical_factor ? severity::critical : severity::warning;
+    f.first_step = run_start_;
+    f.last_step = s.step;
+    f.detector = std::string(name());
+    f.evidence = {{"loss", s.loss}, {"baseline_median", median}, {"ratio_to_median", ratio},
+                  {"peak_ratio", peak_}, {"observations_above", static_cast<double>(run_)}};
+    out.push_back(std::move(f));
+  }
+
+ private:
+  config c_;
+  signals::window baseline_;
+  std::size_t run_ = 0;
+  std::int64_t run_start_ = -1;
+  double peak_ = 0.0;
+};
+
+
+/// Q2: attention entropy collapse — a recorded attention tensor whose mean normalized row
+/// entropy falls below `min_normalized_entropy` (the method's 0.1: rows nearly one-hot).
+/// Reports onsets; the location ranks tensors by lowest entropy.
+class attention_collapse {
+ public:
+  struct config {
+    double min_normalized_entropy = 0.1;
+  };
+  attention_collapse() : attention_collapse(config{}) {}
+  explicit attention_collapse(config c) : c_(c) {}
+  [[nodiscard]] std::string_view name() const { return "attention_collapse"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    double lowest = 1.0;
+    for (const auto& a : o.now.attention)
+      if (a.stats.rows > 0) lowest = a.stats.normalized_mean() < lowest ? a.stats.normalized_mean() : lowest;
+    if (!fired_.rise(lowest < c_.min_normalized_entropy)) return;
+    finding f = make_finding(question::early_anomaly, "attention entropy collapse", severity::warning, o.now.step,
+                             name(), {{"lowest_normalized_entropy", lowest}, {"threshold", c_.min_normalized_entropy}});
+    for (const auto& a : o.now.attention)
+      if (a.stats.rows > 0 && a.stats.normalized_mean() < c_.min_normalized_entropy)
+        f.where.emplace_back(std::string(o.names[a.id]), a.stats.normalized_mean());
+    std::sort(f.where.begin(), f.where.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    out.push_back(std::move(f));
+  }
+
+ private:
+  config c_;
+  edge fired_;
+};
+
+/// Q2: mixture-of-experts imbalance — a router whose load has normalized entropy below
+/// `min_normalized_entropy` (0.5, the method's threshold), or dead experts (zero load), or a
+/// busiest expert above `max_over_mean` (2.0: tokens beyond a capacity factor of 2 are
+/// dropped in Switch-style routing). Reports onsets.
+class expert_imbalance {
+ public:
+  struct config {
+    double min_normalized_entropy = 0.5;
+    double max_over_mean = 2.0;
+  };
+  expert_imbalance() : expert_imbalance(config{}) {}
+  explicit expert_imbalance(config c) : c_(c) {}
+  [[nodiscard]] std::string_view name() const { return "expert_imbalance"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    const router_evidence* worst = nullptr;
+    for (const auto& r : o.now.routers) {
+      if (bad(r) && (worst == nullptr || r.normalized_entropy < worst->normalized_entropy)) worst = &r;
+    }
+    if (!fired_.rise(worst != nullptr)) return;
+    finding f = make_finding(question::early_anomaly, "expert load imbalance", severity::warning, o.now.step, name(),
+                             {{"normalized_entropy", worst->normalized_entropy},
+                              {"dead_experts", static_cast<double>(worst->dead)},
+                              {"max_over_mean", worst->max_over_mean}, {"experts", static_cast<double>(worst->experts)}});
+    for (const auto& r : o.now.routers)
+      if (bad(r)) f.where.emplace_back(std::string(o.names[r.id]), r.normalized_entropy);
+    std::sort(f.where.begin(), f.where.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    out.push_back(std::move(f));
+  }
+
+ private:
+  bool bad(const router_evidence& r) const {
+    return r.experts > 1 && (r.normalized_entropy < c_.min_normalized_entropy || r.dead > 0 || r.max_over_mean > c_.max_over_mean);
+  }
+  config c_;
+  edge fired_;
+};
+
+/// Q2: residual write ratio ||block output|| / ||residual input|| above `max_ratio` (the
+/// method's 1.0: a block writes more than the stream carries) for `sustain` steps in a row,
+/// for blocks recorded under the same name with role::residual_input and role::block_output.
+class residual_write_ratio {
+ public:
+  struct config {
+    double max_ratio = 1.0;
+    std::size_t sustain = 5;
+  };
+  residual_write_ratio() : residual_write_ratio(config{}) {}
+  explicit residual_write_ratio(config c) : c_(c) {}
+  [[nodiscard]] std::string_view name() const { return "residual_write_ratio"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    if (inputs_.size() < o.names.size()) inputs_.resize(o.names.size());  // new names only
+    for (const auto& in : o.now.residual_inputs) inputs_[in.id] = in.stats.l2_norm();
+    double worst = 0.0;
+    std::uint32_t worst_id = 0;
+    for (const auto& b : o.now.block_outputs) {
+      const double in = inputs_[b.id];
+      if (!(in > 0.0)) continue;
+      const double r = b.stats.l2_norm() / in;
+      if (r > worst) {
+        worst = r;
+        worst_id = b.id;
+      }
+    }
+    run_ = worst > c_.max_ratio ? run_ + 1 : 0;
+    if (fired_.rise(run_ >= c_.sustain)) {
+      finding f = make_finding(question::early_anomaly, "residual write ratio above 1", severity::warning, o.now.step,
+                               name(), {{"write_ratio", worst}, {"max_ratio", c_.max_ratio}});
+      f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
+      f.where.emplace_back(std::string(o.names[worst_id]), worst);
+      out.push_back(std::move(f));
+    }
+  }
+
+ private:
+  config c_;
+  std::vector<double> inputs_;
+  std::size_t run_ = 0;
+  edge fired_;
+};
+
+/// Q2: embedding norms growing without bound — for parameters whose name contains `tag`
+/// ("embed"), the norm over the last `window` recorded steps rises with a t-statistic above
+/// `min_t` and by more than `min_growth` (50%) across the window. Reports onsets per tensor.
+class embedding_growth {
+ public:
+  struct config {
+    std::string tag = "embed";
+    std::size_t window = 200;
+    double min_growth = 0.5;
+    double min_t = 5.0;
+  };
+  embedding_growth() : embedding_growth(config{}) {}
+  explicit embedding_growth(config c) : c_(std::move(c)) {}
+  [[nodiscard]] std::string_view name() const { return "embedding_growth"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    for (const auto& p : o.now.parameters) {
+      if (o.names[p.id].find(c_.tag) == std::string_view::npos) continue;
+      auto it = std::find_if(series_.begin(), series_.end(), [&](const auto& s) { return s.id == p.id; });
+      if (it == series_.end()) it = series_.insert(series_.end(), {p.id, signals::window(c_.window), edge{}});  // once per tensor
+      it->norms.push(p.stats.l2_norm());
+      if (!it->norms.full()) continue;
+      const auto t = signals::slope(it->norms);
+      const double growth = it->norms.back() / it->norms[0] - 1.0;
+      if (it->fired.rise(t.t_stat > c_.min_t && growth > c_.min_growth)) {
+        finding f = make_finding(question::early_anomaly, "embedding norm growing", severity::warning, o.now.step,
+                                 name(), {{"growth_over_window", growth}, {"trend_t_stat", t.t_stat}, {"norm", it->norms.back()}});
+        f.where.emplace_back("param/" + std::string(o.names[p.id]), growth);
+        out.push_back(std::move(f));
+      }
+    }
+  }
+
+ private:
+  struct series {
+    std::uint32_t id;
+    signals::window norms;
+    edge fired;
+  };
+  config c_;
+  std::vector<series> series_;
+};
+
+/// Q2: parameter drift from initialization — a tensor's relative drift
+/// ||theta - theta0|| / ||theta0|| (from a drift_tracker, evidence/drift.hpp) above
+/// `max_relative_drift` (1.0: it has moved as far as its own initial norm). A heuristic
+/// default, not calibrated on real runs yet. Reports onsets per tensor.
+class parameter_drift {
+ public:
+  struct config {
+    double max_relative_drift = 1.0;
+  };
+  parameter_drift() : parameter_drift(config{}) {}
+  explicit parameter_drift(config c) : c_(c) {}
+  [[nodiscard]] std::string_view name() const { return "parameter_drift"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    if (fired_.size() < o.names.size()) fired_.resize(o.names.size());  // new names only
+    for (const auto& [id, drift] : o.now.drift) {
+      if (fired_[id].rise(drift > c_.max_relative_drift)) {
+        finding f = make_finding(question::early_anomaly, "parameter drift from initialization", severity::warning,
+                                 o.now.step, name(), {{"relative_drift", drift}, {"threshold", c_.max_relative_drift}});
+        f.where.emplace_back("param/" + std::string(o.names[id]), drift);
+        out.push_back(std::move(f));
+      }
+    }
+  }
+
+ private:
+  config c_;
+  std::vector<edge> fired_;
+};
+
+}  // namespace mldiag::detectors
