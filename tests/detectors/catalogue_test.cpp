@@ -383,3 +383,20 @@ TEST_CASE("embedding_growth and parameter_drift with the drift tracker") {
   CHECK(g.front().first_step == 11);  // drift 1.1 > 1
   CHECK_THROWS_WITH_AS((void)exact.observe("v", theta), doctest::Contains("no start() for this name"), mldiag::error);
 }
+
+TEST_CASE("per_tensor gives each tensor its own state and names the one that jumped") {
+  using namespace mldiag::detectors;
+  per_tensor<tensor_norm_jump> d(mldiag::role::gradient, tensor_norm_jump{});
+  std::vector<float> calm(64, 0.01f), wild(64, 1.0f);
+  const auto f = run(d, 100, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::gradient, "layers.5.mlp", step >= 70 ? wild : calm);  // 100x from step 70
+  });
+  REQUIRE(f.size() == 1);  // "layers.0.w" (the run's own gradient) stays calm
+  CHECK(f.front().first_step == 70);
+  CHECK(f.front().where.front().first == "layers.5.mlp");
+}
+
+TEST_CASE("plateau stays silent while the loss keeps decreasing") {
+  mldiag::detectors::plateau d({200, 0.05, 0.005, 2.0});
+  CHECK(run(d, 3000, [](int step, mldiag::recorder&, double& loss, double&) { loss = 6.0 - 0.001 * step; }).empty());
+}

@@ -105,6 +105,34 @@ class sustained {
   D inner_;
 };
 
+/// What `per_tensor` runs: a detector of one tensor's statistics, with state of its own.
+template <class T>
+concept tensor_detector = std::copy_constructible<T> &&
+    requires(T& d, const observation& o, std::string_view tensor, const tensor_stats& s, std::vector<finding>& out) {
+      d.observe(o, tensor, s, out);
+      { d.name() } -> std::convertible_to<std::string_view>;
+    };
+
+/// Runs a tensor detector for every tensor of a role, each tensor with its own copy of the
+/// prototype (its own state). New tensors allocate a state once; a step allocates nothing.
+template <tensor_detector T>
+class per_tensor {
+ public:
+  per_tensor(role r, T prototype) : role_(r), prototype_(std::move(prototype)) {}
+  void observe(const observation& o, std::vector<finding>& out) {
+    for (const auto& t : o.now.of(role_)) {
+      while (states_.size() <= t.id) states_.push_back(prototype_);
+      states_[t.id].observe(o, o.names[t.id], t.stats, out);
+    }
+  }
+  [[nodiscard]] std::string_view name() const { return prototype_.name(); }
+
+ private:
+  role role_;
+  T prototype_;
+  std::vector<T> states_;  // by name id
+};
+
 /// Observes every detector; reports the findings of the first one (in order) that fired,
 /// so one symptom seen by several detectors is reported once.
 template <detector... Ds>

@@ -601,4 +601,41 @@ class update_ratio {
   std::vector<double> norms_;  // last parameter norm by id
 };
 
+
+/// A tensor detector (for `per_tensor`): one tensor's L2 norm jumps above `ratio` times the
+/// median of its own last `window` norms. `per_tensor(role::gradient, tensor_norm_jump{})`
+/// localizes an explosion to the layers where it starts. Reports onsets.
+class tensor_norm_jump {
+ public:
+  struct config {
+    std::size_t window = 50;
+    double ratio = 10.0;
+  };
+  tensor_norm_jump() : tensor_norm_jump(config{}) {}
+  explicit tensor_norm_jump(config c) : c_(c), norms_(c.window) {}
+  [[nodiscard]] std::string_view name() const { return "tensor_norm_jump"; }
+  void observe(const observation& o, std::string_view tensor, const tensor_stats& s, std::vector<finding>& out) {
+    const double norm = s.l2_norm();
+    if (norms_.empty()) {
+      norms_.push(norm);
+      return;
+    }
+    const double median = norms_.median();
+    const double r = median > 0.0 ? norm / median : 0.0;
+    const bool jumped = r >= c_.ratio;
+    if (!jumped) norms_.push(norm);
+    if (fired_.rise(jumped)) {
+      finding f = make_finding(question::convergence, "tensor norm jump", severity::warning, o.now.step, name(),
+                               {{"norm", norm}, {"baseline_median", median}, {"ratio_to_median", r}});
+      f.where.emplace_back(std::string(tensor), r);
+      out.push_back(std::move(f));
+    }
+  }
+
+ private:
+  config c_;
+  signals::window norms_;
+  edge fired_;
+};
+
 }  // namespace mldiag::detectors
