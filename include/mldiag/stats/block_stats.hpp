@@ -474,18 +474,31 @@ tensor_stats range_stats_typed(const tensor_ref& t, std::uint64_t begin,
   return total;
 }
 
-// The one run-time dispatch on dtype; everything below it is typed.
+template <class F>
+struct format_tag {
+  using type = F;
+};
+
+// The one run-time dispatch on dtype: calls f(format_tag<fmt_...>{}) for the format of `t`, so
+// that everything after it is typed. Host and CUDA entry points all go through here.
+template <class Visitor>
+decltype(auto) with_format(dtype t, Visitor&& f) {
+  switch (t) {
+    case dtype::f64: return f(format_tag<fmt_f64>{});
+    case dtype::f32: return f(format_tag<fmt_f32>{});
+    case dtype::f16: return f(format_tag<fmt_f16>{});
+    case dtype::bf16: return f(format_tag<fmt_bf16>{});
+    case dtype::f8_e4m3: return f(format_tag<fmt_e4m3>{});
+    case dtype::f8_e5m2: break;
+  }
+  return f(format_tag<fmt_e5m2>{});  // tensor_ref validates its dtype: nothing else gets here
+}
+
 inline tensor_stats range_stats(const tensor_ref& t, std::uint64_t begin,
                                 std::uint64_t end) noexcept {
-  switch (t.dtype()) {
-    case dtype::f64: return range_stats_typed<fmt_f64>(t, begin, end);
-    case dtype::f32: return range_stats_typed<fmt_f32>(t, begin, end);
-    case dtype::f16: return range_stats_typed<fmt_f16>(t, begin, end);
-    case dtype::bf16: return range_stats_typed<fmt_bf16>(t, begin, end);
-    case dtype::f8_e4m3: return range_stats_typed<fmt_e4m3>(t, begin, end);
-    case dtype::f8_e5m2: return range_stats_typed<fmt_e5m2>(t, begin, end);
-  }
-  return {};  // unreachable: tensor_ref validates its dtype
+  return with_format(t.dtype(), [&](auto tag) {
+    return range_stats_typed<typename decltype(tag)::type>(t, begin, end);
+  });
 }
 
 }  // namespace mldiag::detail

@@ -206,15 +206,9 @@ inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len,
     fail(who, t.name(), std::to_string(t.numel()) + " elements do not divide into rows of " +
                             std::to_string(row_len) + "; pass the length of the last dimension");
   }
-  switch (t.dtype()) {
-    case dtype::f64: return entropy_typed<fmt_f64>(t, kind, len);
-    case dtype::f32: return entropy_typed<fmt_f32>(t, kind, len);
-    case dtype::f16: return entropy_typed<fmt_f16>(t, kind, len);
-    case dtype::bf16: return entropy_typed<fmt_bf16>(t, kind, len);
-    case dtype::f8_e4m3: return entropy_typed<fmt_e4m3>(t, kind, len);
-    case dtype::f8_e5m2: return entropy_typed<fmt_e5m2>(t, kind, len);
-  }
-  return {};
+  return with_format(t.dtype(), [&](auto tag) {
+    return entropy_typed<typename decltype(tag)::type>(t, kind, len);
+  });
 }
 
 }  // namespace detail

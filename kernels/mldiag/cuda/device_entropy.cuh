@@ -183,24 +183,22 @@ inline void entropy_rows(const tensor_ref& t, std::int64_t row_len, bool logits,
   const bool by_warp = len <= detail::warp_row_limit;
   const std::uint64_t units = by_warp ? (rows + detail::warps_per_block - 1) / detail::warps_per_block : rows;
   const auto blocks = static_cast<unsigned>(units == 0 ? 1 : (units < 65535u * 16u ? units : 65535u * 16u));
-  auto launch = [&]<class F>() {
-    const auto* x = static_cast<const typename F::storage*>(t.data());
-    if (logits) {
-      if (by_warp) detail::entropy_warp_rows_kernel<F, true><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
-      else detail::entropy_block_rows_kernel<F, true><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
-    } else {
-      if (by_warp) detail::entropy_warp_rows_kernel<F, false><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
-      else detail::entropy_block_rows_kernel<F, false><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
-    }
-  };
-  switch (t.dtype()) {
-    case dtype::f32: launch.template operator()<mldiag::detail::fmt_f32>(); break;
-    case dtype::f16: launch.template operator()<mldiag::detail::fmt_f16>(); break;
-    case dtype::bf16: launch.template operator()<mldiag::detail::fmt_bf16>(); break;
-    case dtype::f8_e4m3: launch.template operator()<mldiag::detail::fmt_e4m3>(); break;
-    case dtype::f8_e5m2: launch.template operator()<mldiag::detail::fmt_e5m2>(); break;
-    case dtype::f64: mldiag::detail::fail(who, t.name(), "float64 rows are not supported on the device yet; use the host entropy");
+  if (t.dtype() == dtype::f64) {
+    mldiag::detail::fail(who, t.name(), "float64 rows are not supported on the device yet; use the host entropy");
   }
+  mldiag::detail::with_format(t.dtype(), [&](auto tag) {
+    using F = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<F, mldiag::detail::fmt_f64>) {
+      const auto* x = static_cast<const typename F::storage*>(t.data());
+      if (logits) {
+        if (by_warp) detail::entropy_warp_rows_kernel<F, true><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
+        else detail::entropy_block_rows_kernel<F, true><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
+      } else {
+        if (by_warp) detail::entropy_warp_rows_kernel<F, false><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
+        else detail::entropy_block_rows_kernel<F, false><<<blocks, detail::block_threads, 0, stream>>>(x, rows, len, per_row);
+      }
+    }
+  });
   check(cudaGetLastError(), std::string(who) + ": row kernel launch");
   detail::entropy_reduce_kernel<<<1, detail::block_threads, 0, stream>>>(per_row, rows, d_out);
   check(cudaGetLastError(), std::string(who) + ": reduce kernel launch");

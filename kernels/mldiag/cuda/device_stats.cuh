@@ -117,14 +117,9 @@ class stats_plan {
       const std::uint64_t first = table_.group_begin[static_cast<std::size_t>(d)];
       // One block per chunk up to the grid's limit; the kernel strides beyond it.
       const auto blocks = static_cast<unsigned>(count < max_blocks ? count : max_blocks);
-      switch (t) {
-        case dtype::f64: launch<mldiag::detail::fmt_f64>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-        case dtype::f32: launch<mldiag::detail::fmt_f32>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-        case dtype::f16: launch<mldiag::detail::fmt_f16>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-        case dtype::bf16: launch<mldiag::detail::fmt_bf16>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-        case dtype::f8_e4m3: launch<mldiag::detail::fmt_e4m3>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-        case dtype::f8_e5m2: launch<mldiag::detail::fmt_e5m2>(blocks, stream, d_tensors, d_chunks, first, count, d_partials); break;
-      }
+      mldiag::detail::with_format(t, [&](auto tag) {
+        launch<typename decltype(tag)::type>(blocks, stream, d_tensors, d_chunks, first, count, d_partials);
+      });
       check(cudaGetLastError(), "cuda::stats_plan::compute: statistics kernel launch");
     }
     const std::uint64_t n = names_.size();
