@@ -48,8 +48,9 @@ inline constexpr std::string_view detector_names[] = {
     return any_detector(exploding_gradients(c));
   }
   if (detector_name == "loss_spike") {
-    check_keys({"factor", "sustain", "window", "min_history", "critical_factor"});
+    check_keys({"factor", "sustain", "window", "min_history", "critical_factor", "min_rise"});
     loss_spike::config c;
+    c.min_rise = param(p, "min_rise", c.min_rise);
     c.factor = param(p, "factor", c.factor);
     c.sustain = static_cast<std::size_t>(param(p, "sustain", static_cast<double>(c.sustain)));
     c.window = static_cast<std::size_t>(param(p, "window", static_cast<double>(c.window)));
@@ -95,8 +96,9 @@ inline constexpr std::string_view detector_names[] = {
     return any_detector(vanishing_gradients(c));
   }
   if (detector_name == "loss_not_decreasing") {
-    check_keys({"warmup", "window", "min_improvement", "t_critical"});
+    check_keys({"warmup", "window", "min_improvement", "t_critical", "start_window"});
     loss_not_decreasing::config c;
+    c.start_window = size("start_window", c.start_window);
     c.warmup = size("warmup", c.warmup);
     c.window = size("window", c.window);
     c.min_improvement = param(p, "min_improvement", c.min_improvement);

@@ -302,7 +302,7 @@ class vanishing_gradients {
 };
 
 /// Q1: the loss has not come down since the start (mean of the last `window` losses within
-/// `min_improvement` of the mean of the first `window`, and no significant downward trend)
+/// `min_improvement` of the mean of the first `start_window`, and no significant downward trend)
 /// after `warmup` steps, while gradients are finite and non-zero: learning rate too low,
 /// wrong loss, frozen model. Defaults: warmup 200, window 100, min_improvement 0.05.
 class loss_not_decreasing {
@@ -312,9 +312,10 @@ class loss_not_decreasing {
     std::size_t window = 100;
     double min_improvement = 0.05;
     double t_critical = 2.0;
+    std::size_t start_window = 10;  // the first losses: a run that converges fast is not flat
   };
   loss_not_decreasing() : loss_not_decreasing(config{}) {}
-  explicit loss_not_decreasing(config c) : c_(c), first_(c.window), recent_(c.window) {}
+  explicit loss_not_decreasing(config c) : c_(c), first_(c.start_window), recent_(c.window) {}
   [[nodiscard]] std::string_view name() const { return "loss_not_decreasing"; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;

@@ -23,8 +23,10 @@ namespace mldiag::detectors {
 /// 1.5, sustain 2, window 50 — real LLM spikes are 1.8-3x the running mean and persist for
 /// tens to hundreds of iterations, while healthy runs have single-batch outliers up to 1.86x
 /// that recover on the next step (../shared/data/real-runs/README.md). Critical at
-/// `critical_factor` (2.5). `method_rule()` is the method's table rule: loss > 10x the moving
-/// average, on one observation.
+/// `critical_factor` (2.5). The rise must also be at least `min_rise` (0.1) in absolute terms:
+/// the losses of a nearly separable task sit near zero, where harmless batches differ by large
+/// ratios (LLM spikes rise by 1.6 nats and more). `method_rule()` is the method's table rule:
+/// loss > 10x the moving average, on one observation.
 class loss_spike {
  public:
   struct config {
@@ -33,12 +35,13 @@ class loss_spike {
     std::size_t window = 50;
     std::size_t min_history = 2;
     double critical_factor = 2.5;
+    double min_rise = 0.1;  // absolute (nats): near-zero losses swing by large ratios harmlessly
   };
   loss_spike() : loss_spike(config{}) {}
   explicit loss_spike(config c) : c_(c), baseline_(c.window) {
     if (c.factor <= 1.0 || c.sustain == 0) throw error("loss_spike: need factor > 1 and sustain >= 1");
   }
-  static loss_spike method_rule() { return loss_spike(config{10.0, 1, 50, 2, 10.0}); }
+  static loss_spike method_rule() { return loss_spike(config{10.0, 1, 50, 2, 10.0, 0.0}); }
   [[nodiscard]] std::string_view name() const { return "loss_spike"; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -49,7 +52,7 @@ class loss_spike {
     }
     const double median = baseline_.median();
     const double ratio = s.loss / median;
-    if (!(median > 0.0) || ratio < c_.factor) {
+    if (!(median > 0.0) || ratio < c_.factor || s.loss - median < c_.min_rise) {
       baseline_.push(s.loss);
       run_ = 0;
       return;

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The method's pattern tables as data: evidence signature -> likely cause -> first action.
+#pragma once
+
+#include "mldiag/detectors/finding.hpp"
+
+#include <array>
+#include <span>
+#include <string_view>
+
+namespace mldiag::protocol {
+
+/// One row: the symptoms (finding.symptom) that make up its evidence signature, the likely
+/// cause it points to, and the first action the method prescribes. Likely causes rank
+/// candidate hypotheses in phase 2; first actions are handed out only in phase 4.
+struct pattern_row {
+  std::string_view table;
+  std::array<std::string_view, 3> signature;  // any of these symptoms matches ("" = unused)
+  std::string_view cause;
+  std::string_view variable;  // the one thing a hypothesis for this cause changes
+  std::string_view first_action;
+};
+
+/// Loss not decreasing (6 rows), efficiency (4 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 14> pattern_tables{{
+    {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
+     "raise the learning rate 3-10x (an LR range test finds the edge)"},
+    {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike"}, "learning rate too high",
+     "learning_rate", "lower the learning rate 3-10x and add or lengthen warm-up"},
+    {"loss not decreasing", {"non-finite loss", "non-finite values in tensors", "exploding gradients"},
+     "numerical instability", "gradient_clipping",
+     "clip the global gradient norm (e.g. 1.0), check fp16 loss scaling, find the first non-finite tensor"},
+    {"loss not decreasing", {"vanishing gradients", "dead activations", "saturated activations"},
+     "gradients do not reach early layers", "initialization",
+     "check initialization scale and activations; add normalization or residual connections"},
+    {"loss not decreasing", {"initial loss far from ln(classes)", "", ""}, "wrong loss function or labels", "loss_function",
+     "check the loss against the task and the labels' range on one batch by hand"},
+    {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero"},
+     "parameters are not updated", "optimizer_setup",
+     "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
+    {"efficiency", {"input starvation", "", ""}, "the input pipeline cannot keep up", "data_loader_workers",
+     "add loader workers, prefetch and pin memory; move decoding off the training process"},
+    {"efficiency", {"low MFU", "", ""}, "kernels too small or the wrong precision", "batch_size",
+     "raise the micro-batch, use bf16 and fused kernels, check for host synchronizations"},
+    {"efficiency", {"communication overhead", "straggler", ""}, "communication not overlapped", "gradient_bucketing",
+     "overlap communication with backward (bucketing), check the slowest rank"},
+    {"efficiency", {"memory pressure", "memory fragmentation", ""}, "memory pressure", "activation_checkpointing",
+     "checkpoint activations, shrink the micro-batch, tune the caching allocator"},
+    {"architecture", {"attention entropy collapse", "", ""}, "attention logits grow too large", "qk_normalization",
+     "normalize queries and keys (QK-norm) or lower the learning rate of attention"},
+    {"architecture", {"expert load imbalance", "", ""}, "the router collapses onto few experts", "load_balancing_loss",
+     "add or raise the load-balancing loss (and a router z-loss)"},
+    {"architecture", {"residual write ratio above 1", "", ""}, "blocks overwrite the residual stream",
+     "residual_scaling", "use pre-norm blocks or scale residual branches down at initialization"},
+    {"architecture", {"embedding norm growing", "parameter drift from initialization", ""},
+     "embeddings grow without bound", "embedding_weight_decay",
+     "apply weight decay (or a norm) to the embeddings"},
+}};
+
+/// Whether a finding's symptom is in a row's signature.
+[[nodiscard]] constexpr bool matches(const pattern_row& row, std::string_view symptom) noexcept {
+  for (auto s : row.signature)
+    if (!s.empty() && s == symptom) return true;
+  return false;
+}
+
+}  // namespace mldiag::protocol
