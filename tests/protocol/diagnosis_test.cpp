@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // A full diagnosis on a real (small) training run with a planted fault: softmax regression on
-// three Gaussian classes, trained by hand-written SGD with a learning rate far too high.
+// three Gaussian classes (tests/support/softmax_trainer.hpp) with a learning rate far too high.
 #include <doctest/doctest.h>
 
 #include "mldiag/detectors/catalogue.hpp"
 #include "mldiag/protocol/diagnosis.hpp"
+
+#include "../support/softmax_trainer.hpp"
 
 #include <cmath>
 #include <random>
@@ -15,73 +17,27 @@ namespace {
 
 namespace p = mldiag::protocol;
 
-struct config {
-  double lr = 0.1;
-  double init_scale = 0.01;
-  double batch = 256;
-  double momentum = 0.0;
-  int steps = 400;
-};
+using config = mldiag_test::trainer_config;
 
-// Trains softmax regression (3 classes, 8 features) and returns the run's evidence,
-// summarized with the default detector set and the obvious checks.
 struct run_result {
   p::evidence_summary summary;
   std::vector<mldiag::finding> findings;
 };
 
+// Trains and summarizes the run with the default detector set and the obvious checks.
 run_result train(const config& c) {
-  constexpr int classes = 3, features = 8;
-  std::mt19937_64 rng(123);
-  std::normal_distribution<double> n01;
-  std::vector<std::vector<double>> means(classes, std::vector<double>(features));
-  for (auto& m : means)
-    for (auto& v : m) v = 0.6 * n01(rng);  // overlapping classes: the loss stays well above 0
-  std::vector<double> w(classes * features), b(classes), vw(w.size(), 0.0), vb(b.size(), 0.0);
-  for (auto& v : w) v = c.init_scale * n01(rng);
   mldiag::recorder rec(512);
   auto detectors = mldiag::detectors::default_set();
   run_result r;
-  const int batch = static_cast<int>(c.batch);
-  for (int step = 0; step < c.steps; ++step) {
-    std::vector<float> gw(w.size(), 0.0f), gb(b.size(), 0.0f);
-    double loss = 0.0;
-    for (int k = 0; k < batch; ++k) {
-      const int y = static_cast<int>(rng() % classes);
-      std::vector<double> x(features);
-      for (int f = 0; f < features; ++f) x[static_cast<std::size_t>(f)] = means[static_cast<std::size_t>(y)][static_cast<std::size_t>(f)] + n01(rng);
-      double z[classes], m = -1e300;
-      for (int j = 0; j < classes; ++j) {
-        z[j] = b[static_cast<std::size_t>(j)];
-        for (int f = 0; f < features; ++f) z[j] += w[static_cast<std::size_t>(j * features + f)] * x[static_cast<std::size_t>(f)];
-        m = std::max(m, z[j]);
-      }
-      double s = 0.0;
-      for (double& v : z) s += std::exp(v - m);
-      for (int j = 0; j < classes; ++j) {
-        const double pj = std::exp(z[j] - m) / s;
-        const double d = (pj - (j == y ? 1.0 : 0.0)) / batch;
-        gb[static_cast<std::size_t>(j)] += static_cast<float>(d);
-        for (int f = 0; f < features; ++f) gw[static_cast<std::size_t>(j * features + f)] += static_cast<float>(d * x[static_cast<std::size_t>(f)]);
-      }
-      loss += (std::log(s) + m - z[y]) / batch;
-    }
+  mldiag_test::train_softmax(c, [&](int step, double loss, const std::vector<float>& gw, const std::vector<float>& gb) {
     rec.begin_step(step);
     rec.record_loss(loss);
     rec.record_lr(c.lr);
     rec.record(mldiag::role::gradient, "classifier.weight", gw);
     rec.record(mldiag::role::gradient, "classifier.bias", gb);
     detectors.observe({rec.end_step(), rec.past(), rec.names()}, r.findings);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      vw[i] = c.momentum * vw[i] + gw[i];
-      w[i] -= c.lr * vw[i];
-    }
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      vb[i] = c.momentum * vb[i] + gb[i];
-      b[i] -= c.lr * vb[i];
-    }
-  }
-  r.summary = p::summarize(rec.past(), r.findings, p::check_obvious(rec.past(), classes));
+  });
+  r.summary = p::summarize(rec.past(), r.findings, p::check_obvious(rec.past(), 3));
   return r;
 }
 

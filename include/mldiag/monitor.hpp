@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+/// `monitor`: the one object for a training loop — evidence, detectors, findings, diagnoses.
+#pragma once
+
+#include "mldiag/core/concepts.hpp"
+#include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/detectors/finding.hpp"
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/protocol/diagnosis.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mldiag {
+
+/// What the monitor starts with. `detectors` empty means the default set.
+struct monitor_config {
+  std::size_t history = 512;
+  /// Number of classes of a cross-entropy task (enables the initial-loss check); 0 = unknown.
+  double classes = 0;
+  std::vector<std::string> detectors;
+};
+
+/// The L0 checks: static configuration, before the first step. Each field that is set is
+/// checked; findings map to the method's questions (see docs/method.md).
+struct training_config {
+  std::optional<double> learning_rate;
+  std::optional<double> classes;
+  std::optional<double> label_min, label_max;  ///< the labels' range in the data
+  bool fp16 = false;
+  bool loss_scaling = true;
+  std::optional<int> data_loader_workers;
+};
+
+/// One object for the training loop. A step is `observe_*` calls (the first one opens the
+/// step) then `end_step()`, which runs the detectors (L1: runtime checks) and returns this
+/// step's findings. Each new finding at warning or above whose question and symptom have no
+/// open diagnosis opens one in phase 1, with its evidence already collected — the way a failed
+/// validation check enters the method. Sinks see every finding.
+///
+/// **Example**
+/// ```cpp
+/// mldiag::monitor mon({.classes = 10});
+/// for (long step = 0; ; ++step) {
+///   mon.observe_loss(loss);
+///   mon.observe_lr(lr);
+///   for (auto& [name, g] : grads) mon.observe(mldiag::role::gradient, name, g);
+///   for (const auto& f : mon.end_step()) log(f.symptom);
+/// }
+/// auto dx = mon.take_diagnosis(0);   // phase 1: record a baseline to go on
+/// ```
+class monitor {
+ public:
+  explicit monitor(monitor_config c = {}) : config_(std::move(c)), recorder_(config_.history) {
+    if (config_.detectors.empty()) {
+      detectors_ = detectors::default_set();
+    } else {
+      for (const auto& n : config_.detectors) detectors_.add(detectors::make_detector(n));
+    }
+    if (config_.classes > 1) detectors_.add(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
+    step_findings_.reserve(16);
+  }
+
+  /// Opens step `step` explicitly (otherwise the first observe_* opens the next step).
+  void begin_step(std::int64_t step) {
+    recorder_.begin_step(step);
+    open_ = true;
+    next_step_ = step + 1;
+  }
+
+  void observe_loss(double loss) { ensure_open(); recorder_.record_loss(loss); }
+  void observe_val_loss(double v) { ensure_open(); recorder_.record_val_loss(v); }
+  void observe_lr(double lr) { ensure_open(); recorder_.record_lr(lr); }
+  void observe_loss_scale(double s) { ensure_open(); recorder_.record_loss_scale(s); }
+  void observe_grad_norm(double n) { ensure_open(); recorder_.record_grad_norm(n); }
+  void observe_timings(const step_timings& t) { ensure_open(); recorder_.record_timings(t); }
+  void observe_memory(const memory_evidence& m) { ensure_open(); recorder_.record_memory(m); }
+  void observe_entropy(std::string_view name, const entropy_stats& e) { ensure_open(); recorder_.record_entropy(name, e); }
+  void observe_router_load(std::string_view name, std::span<const double> loads) {
+    ensure_open();
+    recorder_.record_router_load(name, loads);
+  }
+  void observe_drift(std::string_view name, double drift) { ensure_open(); recorder_.record_drift(name, drift); }
+  void observe(role r, std::string_view name, const tensor_stats& s) { ensure_open(); recorder_.record(r, name, s); }
+  template <tensor V>
+  void observe(role r, std::string_view name, const V& x) {
+    ensure_open();
+    recorder_.record(r, name, x);
+  }
+
+  /// Closes the step and runs the detectors. The returned findings stay valid until the
+  /// next end_step(). Allocates nothing on a step where nothing fires (after warm-up).
+  std::span<const finding> end_step() {
+    ensure_open();
+    open_ = false;
+    step_findings_.clear();
+    detectors_.observe({recorder_.end_step(), recorder_.past(), recorder_.names()}, step_findings_);
+    for (const auto& f : step_findings_) deliver(f);
+    return step_findings_;
+  }
+
+  /// L0: checks a static training configuration before the first step; findings are
+  /// delivered (and open diagnoses) like runtime ones.
+  std::vector<finding> check_configuration(const training_config& c) {
+    std::vector<finding> out;
+    auto add = [&](question q, std::string symptom, severity s, std::vector<std::pair<std::string, double>> ev) {
+      out.push_back(detectors::make_finding(q, std::move(symptom), s, -1, "configuration", std::move(ev)));
+    };
+    if (c.learning_rate && (!std::isfinite(*c.learning_rate) || *c.learning_rate <= 0.0)) {
+      add(question::convergence, "learning rate not finite or negative", severity::critical, {{"lr", *c.learning_rate}});
+    } else if (c.learning_rate && *c.learning_rate > 1.0) {
+      add(question::convergence, "learning rate absurdly large", severity::warning, {{"lr", *c.learning_rate}});
+    }
+    if (c.classes && c.label_min && c.label_max && (*c.label_min < 0 || *c.label_max >= *c.classes)) {
+      add(question::convergence, "labels out of range", severity::critical,
+          {{"label_min", *c.label_min}, {"label_max", *c.label_max}, {"classes", *c.classes}});
+    }
+    if (c.fp16 && !c.loss_scaling) {
+      add(question::convergence, "fp16 without loss scaling", severity::warning, {});
+    }
+    if (c.data_loader_workers && *c.data_loader_workers == 0) {
+      add(question::efficiency, "input starvation", severity::info, {{"data_loader_workers", 0.0}});
+    }
+    for (const auto& f : out) deliver(f);
+    return out;
+  }
+
+  /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
+  void add_sink(std::function<void(const finding&)> sink) { sinks_.push_back(std::move(sink)); }
+
+  /// Diagnoses opened by findings and not yet taken, in phase 1.
+  [[nodiscard]] std::size_t open_diagnoses() const noexcept { return diagnoses_.size(); }
+  /// The question and symptom that opened diagnosis `i`.
+  [[nodiscard]] const finding& opened_by(std::size_t i) const { return diagnoses_.at(i).first; }
+  /// Takes diagnosis `i` out of the monitor, to walk it through the method.
+  [[nodiscard]] protocol::evidence_phase take_diagnosis(std::size_t i) {
+    if (i >= diagnoses_.size()) {
+      throw error("monitor::take_diagnosis: index " + std::to_string(i) + " but " +
+                  std::to_string(diagnoses_.size()) + " diagnoses are open");
+    }
+    auto dx = std::move(diagnoses_[i].second);
+    diagnoses_.erase(diagnoses_.begin() + static_cast<std::ptrdiff_t>(i));
+    return dx;
+  }
+
+  [[nodiscard]] const recorder& evidence() const noexcept { return recorder_; }
+  /// The phase-1 baseline of the run so far: its findings, recent loss, obvious checks.
+  [[nodiscard]] protocol::evidence_summary baseline() const {
+    return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.classes));
+  }
+
+ private:
+  void ensure_open() {
+    if (!open_) begin_step(next_step_);
+  }
+  void deliver(const finding& f) {
+    for (auto& s : sinks_) s(f);
+    if (f.severity < severity::warning) return;
+    // The baseline keeps the first findings: bounded, so a fault that fires every step of a
+    // long run does not grow memory.
+    if (all_findings_.size() < max_kept_findings) all_findings_.push_back(f);
+    for (const auto& [opened, dx] : diagnoses_)
+      if (opened.question == f.question && opened.symptom == f.symptom) return;
+    diagnoses_.emplace_back(f, protocol::diagnose(f.question, {f}));
+  }
+
+  monitor_config config_;
+  recorder recorder_;
+  detectors::dynamic_set detectors_;
+  std::vector<finding> step_findings_, all_findings_;
+  std::vector<std::function<void(const finding&)>> sinks_;
+  std::vector<std::pair<finding, protocol::evidence_phase>> diagnoses_;
+  std::int64_t next_step_ = 0;
+  bool open_ = false;
+  static constexpr std::size_t max_kept_findings = 1024;
+};
+
+}  // namespace mldiag
