@@ -160,6 +160,8 @@ TEST_CASE("detectors are configured by name and unknown names or parameters are 
   CHECK_THROWS_WITH_AS(make_detector("loss_spike", {{"threshold", 2.0}}),
                        doctest::Contains("unknown parameter 'threshold'; its parameters are: factor, sustain"), mldiag::error);
   CHECK(default_set().size() == std::size(detector_names));
+  CHECK_THROWS_WITH_AS(make_detector("loss_spike", {{"sustain", -1.0}}), doctest::Contains("'sustain' is a count"), mldiag::error);
+  CHECK_THROWS_WITH_AS(make_detector("non_finite", {{"x", 1.0}}), doctest::Contains("its parameters are: none"), mldiag::error);
 }
 
 TEST_CASE("the default set allocates nothing on a step where nothing fires") {

@@ -8,11 +8,54 @@
 #include "mldiag/detectors/q2.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <initializer_list>
+#include <type_traits>
+#include <variant>
 #include <string>
 #include <string_view>
 
 namespace mldiag::detectors {
+
+
+namespace detail {
+
+// A named, settable field of a detector's config (double or count).
+template <class C>
+struct field {
+  std::string_view name;
+  std::variant<double C::*, std::size_t C::*> at;
+};
+
+// D built from its default config with the named parameters applied; an unknown parameter is
+// an error that lists D's parameters.
+template <class D, std::size_t N>
+any_detector configured(std::string_view detector_name, const parameters& p,
+                        const std::array<field<typename D::config>, N>& fields) {
+  typename D::config c;
+  for (const auto& [key, value] : p) {
+    const auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.name == key; });
+    if (it == fields.end()) {
+      std::string list;
+      for (const auto& f : fields) list += (list.empty() ? "" : ", ") + std::string(f.name);
+      throw error("make_detector '" + std::string(detector_name) + "': unknown parameter '" + key +
+                  "'; its parameters are: " + (list.empty() ? "none" : list));
+    }
+    std::visit([&](auto member) {
+      using T = std::remove_reference_t<decltype(c.*member)>;
+      if constexpr (std::is_same_v<T, std::size_t>) {
+        if (!(value >= 0.0) || value != std::floor(value)) {
+          throw error("make_detector '" + std::string(detector_name) + "': parameter '" + key + "' is a count; give a whole number >= 0");
+        }
+      }
+      c.*member = static_cast<T>(value);
+    }, it->at);
+  }
+  return any_detector(D(c));
+}
+
+}  // namespace detail
 
 /// Every detector the catalogue has, in the default set's order.
 inline constexpr std::string_view detector_names[] = {
@@ -22,169 +65,103 @@ inline constexpr std::string_view detector_names[] = {
     "residual_write_ratio", "embedding_growth", "parameter_drift"};
 
 /// The detectors configured by name, with named parameters (unknown names and parameters are
-/// errors that list what exists).
-[[nodiscard]] inline any_detector make_detector(std::string_view detector_name, const parameters& p = {}) {
-  auto check_keys = [&](std::initializer_list<std::string_view> known) {
-    for (const auto& [key, value] : p) {
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        std::string list;
-        for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-        throw error("make_detector '" + std::string(detector_name) + "': unknown parameter '" + key +
-                    "'; its parameters are: " + (list.empty() ? "none" : list));
-      }
-    }
-  };
-  if (detector_name == "non_finite") {
-    check_keys({});
+/// errors that list what exists). The parameters are the fields of each detector's config.
+[[nodiscard]] inline any_detector make_detector(std::string_view n, const parameters& p = {}) {
+  using detail::configured;
+  using detail::field;
+  if (n == "non_finite") {
+    if (!p.empty()) throw error("make_detector 'non_finite': unknown parameter '" + p.begin()->first + "'; its parameters are: none");
     return any_detector(non_finite{});
   }
-  if (detector_name == "exploding_gradients") {
-    check_keys({"window", "min_history", "warn_ratio", "critical_ratio"});
-    exploding_gradients::config c;
-    c.window = static_cast<std::size_t>(param(p, "window", static_cast<double>(c.window)));
-    c.min_history = static_cast<std::size_t>(param(p, "min_history", static_cast<double>(c.min_history)));
-    c.warn_ratio = param(p, "warn_ratio", c.warn_ratio);
-    c.critical_ratio = param(p, "critical_ratio", c.critical_ratio);
-    return any_detector(exploding_gradients(c));
+  if (n == "exploding_gradients") {
+    using C = exploding_gradients::config;
+    return configured<exploding_gradients>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
+                                                            field<C>{"warn_ratio", &C::warn_ratio}, field<C>{"critical_ratio", &C::critical_ratio}});
   }
-  if (detector_name == "loss_spike") {
-    check_keys({"factor", "sustain", "window", "min_history", "critical_factor", "min_rise"});
-    loss_spike::config c;
-    c.min_rise = param(p, "min_rise", c.min_rise);
-    c.factor = param(p, "factor", c.factor);
-    c.sustain = static_cast<std::size_t>(param(p, "sustain", static_cast<double>(c.sustain)));
-    c.window = static_cast<std::size_t>(param(p, "window", static_cast<double>(c.window)));
-    c.min_history = static_cast<std::size_t>(param(p, "min_history", static_cast<double>(c.min_history)));
-    c.critical_factor = param(p, "critical_factor", c.critical_factor);
-    return any_detector(loss_spike(c));
+  if (n == "loss_spike") {
+    using C = loss_spike::config;
+    return configured<loss_spike>(n, p, std::array{field<C>{"factor", &C::factor}, field<C>{"sustain", &C::sustain},
+                                                   field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
+                                                   field<C>{"critical_factor", &C::critical_factor}, field<C>{"min_rise", &C::min_rise}});
   }
-  if (detector_name == "divergence") {
-    check_keys({"halvings", "window", "rise_steps", "rise_fraction", "elevated", "min_step_rise", "baseline_window"});
-    divergence::config c;
-    c.halvings = static_cast<std::size_t>(param(p, "halvings", static_cast<double>(c.halvings)));
-    c.window = static_cast<std::size_t>(param(p, "window", static_cast<double>(c.window)));
-    c.rise_steps = static_cast<std::size_t>(param(p, "rise_steps", static_cast<double>(c.rise_steps)));
-    c.rise_fraction = param(p, "rise_fraction", c.rise_fraction);
-    c.elevated = param(p, "elevated", c.elevated);
-    c.min_step_rise = param(p, "min_step_rise", c.min_step_rise);
-    c.baseline_window = static_cast<std::size_t>(param(p, "baseline_window", static_cast<double>(c.baseline_window)));
-    return any_detector(divergence(c));
+  if (n == "divergence") {
+    using C = divergence::config;
+    return configured<divergence>(n, p, std::array{field<C>{"halvings", &C::halvings}, field<C>{"window", &C::window},
+                                                   field<C>{"rise_steps", &C::rise_steps}, field<C>{"rise_fraction", &C::rise_fraction},
+                                                   field<C>{"elevated", &C::elevated}, field<C>{"min_step_rise", &C::min_step_rise},
+                                                   field<C>{"baseline_window", &C::baseline_window}});
   }
-  auto size = [&](std::string_view key, std::size_t fallback) {
-    return static_cast<std::size_t>(param(p, key, static_cast<double>(fallback)));
-  };
-  if (detector_name == "lr_sanity") {
-    check_keys({"zero_steps", "max_lr"});
-    lr_sanity::config c;
-    c.zero_steps = size("zero_steps", c.zero_steps);
-    c.max_lr = param(p, "max_lr", c.max_lr);
-    return any_detector(lr_sanity(c));
+  if (n == "lr_sanity") {
+    using C = lr_sanity::config;
+    return configured<lr_sanity>(n, p, std::array{field<C>{"zero_steps", &C::zero_steps}, field<C>{"max_lr", &C::max_lr}});
   }
-  if (detector_name == "initial_loss") {
-    check_keys({"classes", "tolerance"});
-    initial_loss::config c;
-    c.classes = param(p, "classes", c.classes);
-    c.tolerance = param(p, "tolerance", c.tolerance);
-    return any_detector(initial_loss(c));
+  if (n == "initial_loss") {
+    using C = initial_loss::config;
+    return configured<initial_loss>(n, p, std::array{field<C>{"classes", &C::classes}, field<C>{"tolerance", &C::tolerance}});
   }
-  if (detector_name == "vanishing_gradients") {
-    check_keys({"min_rms", "layer_ratio", "sustain"});
-    vanishing_gradients::config c;
-    c.min_rms = param(p, "min_rms", c.min_rms);
-    c.layer_ratio = param(p, "layer_ratio", c.layer_ratio);
-    c.sustain = size("sustain", c.sustain);
-    return any_detector(vanishing_gradients(c));
+  if (n == "vanishing_gradients") {
+    using C = vanishing_gradients::config;
+    return configured<vanishing_gradients>(n, p, std::array{field<C>{"min_rms", &C::min_rms}, field<C>{"layer_ratio", &C::layer_ratio},
+                                                            field<C>{"sustain", &C::sustain}});
   }
-  if (detector_name == "loss_not_decreasing") {
-    check_keys({"warmup", "window", "min_improvement", "t_critical", "start_window"});
-    loss_not_decreasing::config c;
-    c.start_window = size("start_window", c.start_window);
-    c.warmup = size("warmup", c.warmup);
-    c.window = size("window", c.window);
-    c.min_improvement = param(p, "min_improvement", c.min_improvement);
-    c.t_critical = param(p, "t_critical", c.t_critical);
-    return any_detector(loss_not_decreasing(c));
+  if (n == "loss_not_decreasing") {
+    using C = loss_not_decreasing::config;
+    return configured<loss_not_decreasing>(n, p, std::array{field<C>{"warmup", &C::warmup}, field<C>{"window", &C::window},
+                                                            field<C>{"min_improvement", &C::min_improvement},
+                                                            field<C>{"t_critical", &C::t_critical}, field<C>{"start_window", &C::start_window}});
   }
-  if (detector_name == "plateau") {
-    check_keys({"window", "min_improvement", "stall_change", "t_critical"});
-    plateau::config c;
-    c.window = size("window", c.window);
-    c.min_improvement = param(p, "min_improvement", c.min_improvement);
-    c.stall_change = param(p, "stall_change", c.stall_change);
-    c.t_critical = param(p, "t_critical", c.t_critical);
-    return any_detector(plateau(c));
+  if (n == "plateau") {
+    using C = plateau::config;
+    return configured<plateau>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_improvement", &C::min_improvement},
+                                                 field<C>{"stall_change", &C::stall_change}, field<C>{"t_critical", &C::t_critical}});
   }
-  if (detector_name == "oscillation") {
-    check_keys({"window", "min_sign_changes", "min_spread"});
-    oscillation::config c;
-    c.window = size("window", c.window);
-    c.min_sign_changes = param(p, "min_sign_changes", c.min_sign_changes);
-    c.min_spread = param(p, "min_spread", c.min_spread);
-    return any_detector(oscillation(c));
+  if (n == "oscillation") {
+    using C = oscillation::config;
+    return configured<oscillation>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_sign_changes", &C::min_sign_changes},
+                                                    field<C>{"min_spread", &C::min_spread}});
   }
-  if (detector_name == "dead_activations") {
-    check_keys({"max_zero_fraction"});
-    dead_activations::config c;
-    c.max_zero_fraction = param(p, "max_zero_fraction", c.max_zero_fraction);
-    return any_detector(dead_activations(c));
+  if (n == "dead_activations") {
+    using C = dead_activations::config;
+    return configured<dead_activations>(n, p, std::array{field<C>{"max_zero_fraction", &C::max_zero_fraction}});
   }
-  if (detector_name == "saturation") {
-    check_keys({"min_saturated"});
-    saturation::config c;
-    c.min_saturated = param(p, "min_saturated", c.min_saturated);
-    return any_detector(saturation(c));
+  if (n == "saturation") {
+    using C = saturation::config;
+    return configured<saturation>(n, p, std::array{field<C>{"min_saturated", &C::min_saturated}});
   }
-  if (detector_name == "frozen_parameters") {
-    check_keys({"steps"});
-    frozen_parameters::config c;
-    c.steps = size("steps", c.steps);
-    return any_detector(frozen_parameters(c));
+  if (n == "frozen_parameters") {
+    using C = frozen_parameters::config;
+    return configured<frozen_parameters>(n, p, std::array{field<C>{"steps", &C::steps}});
   }
-  if (detector_name == "update_ratio") {
-    check_keys({"min_ratio", "max_ratio", "sustain"});
-    update_ratio::config c;
-    c.min_ratio = param(p, "min_ratio", c.min_ratio);
-    c.max_ratio = param(p, "max_ratio", c.max_ratio);
-    c.sustain = size("sustain", c.sustain);
-    return any_detector(update_ratio(c));
+  if (n == "update_ratio") {
+    using C = update_ratio::config;
+    return configured<update_ratio>(n, p, std::array{field<C>{"min_ratio", &C::min_ratio}, field<C>{"max_ratio", &C::max_ratio},
+                                                     field<C>{"sustain", &C::sustain}});
   }
-  if (detector_name == "attention_collapse") {
-    check_keys({"min_normalized_entropy"});
-    attention_collapse::config c;
-    c.min_normalized_entropy = param(p, "min_normalized_entropy", c.min_normalized_entropy);
-    return any_detector(attention_collapse(c));
+  if (n == "attention_collapse") {
+    using C = attention_collapse::config;
+    return configured<attention_collapse>(n, p, std::array{field<C>{"min_normalized_entropy", &C::min_normalized_entropy}});
   }
-  if (detector_name == "expert_imbalance") {
-    check_keys({"min_normalized_entropy", "max_over_mean"});
-    expert_imbalance::config c;
-    c.min_normalized_entropy = param(p, "min_normalized_entropy", c.min_normalized_entropy);
-    c.max_over_mean = param(p, "max_over_mean", c.max_over_mean);
-    return any_detector(expert_imbalance(c));
+  if (n == "expert_imbalance") {
+    using C = expert_imbalance::config;
+    return configured<expert_imbalance>(n, p, std::array{field<C>{"min_normalized_entropy", &C::min_normalized_entropy},
+                                                         field<C>{"max_over_mean", &C::max_over_mean}});
   }
-  if (detector_name == "residual_write_ratio") {
-    check_keys({"max_ratio", "sustain"});
-    residual_write_ratio::config c;
-    c.max_ratio = param(p, "max_ratio", c.max_ratio);
-    c.sustain = size("sustain", c.sustain);
-    return any_detector(residual_write_ratio(c));
+  if (n == "residual_write_ratio") {
+    using C = residual_write_ratio::config;
+    return configured<residual_write_ratio>(n, p, std::array{field<C>{"max_ratio", &C::max_ratio}, field<C>{"sustain", &C::sustain}});
   }
-  if (detector_name == "embedding_growth") {
-    check_keys({"window", "min_growth", "min_t"});
-    embedding_growth::config c;
-    c.window = size("window", c.window);
-    c.min_growth = param(p, "min_growth", c.min_growth);
-    c.min_t = param(p, "min_t", c.min_t);
-    return any_detector(embedding_growth(c));
+  if (n == "embedding_growth") {
+    using C = embedding_growth::config;
+    return configured<embedding_growth>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_growth", &C::min_growth},
+                                                         field<C>{"min_t", &C::min_t}});
   }
-  if (detector_name == "parameter_drift") {
-    check_keys({"max_relative_drift"});
-    parameter_drift::config c;
-    c.max_relative_drift = param(p, "max_relative_drift", c.max_relative_drift);
-    return any_detector(parameter_drift(c));
+  if (n == "parameter_drift") {
+    using C = parameter_drift::config;
+    return configured<parameter_drift>(n, p, std::array{field<C>{"max_relative_drift", &C::max_relative_drift}});
   }
   std::string list;
-  for (auto n : detector_names) list += (list.empty() ? "" : ", ") + std::string(n);
-  throw error("make_detector: no detector named '" + std::string(detector_name) + "'; there are: " + list);
+  for (auto name : detector_names) list += (list.empty() ? "" : ", ") + std::string(name);
+  throw error("make_detector: no detector named '" + std::string(n) + "'; there are: " + list);
 }
 
 /// The default set: every detector with its defaults, in `detector_names` order
