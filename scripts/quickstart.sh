@@ -13,10 +13,11 @@ usage() { echo "usage: scripts/quickstart.sh demo|test" >&2; exit 2; }
 mode=$1
 case "$mode" in demo|test) ;; *) usage ;; esac
 
-# Debian/Ubuntu package names. Optional parts (LibTorch for mldiag::torch, CUDA) are not
-# installed here: docs/building.md says which package turns each on.
+# Debian/Ubuntu package names. The CUDA Toolkit is not installed here (docs/building.md);
+# LibTorch (about 650 MB) only for the tests, which check the mldiag::torch adapter.
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libeigen3-dev libopenmpi-dev openmpi-bin
           nlohmann-json3-dev)
+[ "$mode" = test ] && packages+=(libtorch-dev)
 
 install_missing() {
   if [ "${MLDIAG_NO_INSTALL:-0}" = 1 ]; then

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+/// LibTorch adapter: torch::Tensor as evidence — statistics, module parameters and gradients
+/// in layer order, activations, attention entropy, router load. Target: mldiag::torch.
+#pragma once
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/core/tensor_ref.hpp"
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/stats/compute.hpp"
+#include "mldiag/stats/entropy.hpp"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mldiag {
+namespace detail {
+
+inline dtype torch_dtype(const at::Tensor& t, std::string_view name) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return dtype::f64;
+    case at::kFloat: return dtype::f32;
+    case at::kHalf: return dtype::f16;
+    case at::kBFloat16: return dtype::bf16;
+    default: break;
+  }
+  fail("torch adapter", name,
+       std::string("dtype ") + c10::toString(t.scalar_type()) +
+           " is not a floating-point type mldiag reads (f64, f32, f16, bf16); convert it first");
+}
+
+}  // namespace detail
+
+/// A type-erased reference to a torch::Tensor's memory: dtype dispatched once here, strides
+/// (in elements) kept, so a transposed or sliced tensor is read in place. CUDA tensors carry
+/// their device (for mldiag::cuda::stats_plan); the host entry points refuse them.
+[[nodiscard]] inline tensor_ref as_tensor_ref(std::string_view name, const at::Tensor& t) {
+  const dtype type = detail::torch_dtype(t, name);
+  const mldiag::device where =
+      t.is_cuda() ? mldiag::device::cuda(static_cast<int>(t.get_device())) : mldiag::device::host();
+  if (t.is_contiguous()) return tensor_ref(name, t.data_ptr(), t.numel(), type, where);
+  std::vector<std::int64_t> extents(t.sizes().begin(), t.sizes().end());
+  std::vector<std::int64_t> strides(t.strides().begin(), t.strides().end());
+  return tensor_ref(name, t.data_ptr(), type, extents, strides, -1, where);
+}
+
+/// Statistics of a CPU tensor (any of f64, f32, f16, bf16; contiguous or strided), in one
+/// pass, without a copy.
+[[nodiscard]] inline tensor_stats compute_stats(const at::Tensor& t) {
+  return compute_stats(as_tensor_ref({}, t));
+}
+
+/// Row entropy over the last dimension of logits (attention scores, router logits).
+[[nodiscard]] inline entropy_stats entropy_from_logits(const at::Tensor& logits) {
+  return entropy_from_logits(as_tensor_ref({}, logits), logits.dim() == 0 ? 1 : logits.size(-1));
+}
+/// Row entropy over the last dimension of probabilities (attention probabilities).
+[[nodiscard]] inline entropy_stats entropy_from_probs(const at::Tensor& probs) {
+  return entropy_from_probs(as_tensor_ref({}, probs), probs.dim() == 0 ? 1 : probs.size(-1));
+}
+
+/// Records every parameter of `module` (named_parameters order: registration order, which is
+/// layer order for sequential models), and, with `gradients`, each one's .grad() where it has
+/// one, under the same names.
+inline void record_module(recorder& rec, const torch::nn::Module& module, bool gradients = true) {
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    rec.record(role::parameter, item.key(), compute_stats(p.detach()));
+    if (gradients && p.grad().defined()) rec.record(role::gradient, item.key(), compute_stats(p.grad()));
+  }
+}
+
+/// Records an activation tensor from forward code (detached; no copy).
+inline void record_activation(recorder& rec, std::string_view name, const at::Tensor& activation) {
+  rec.record(role::activation, name, compute_stats(activation.detach()));
+}
+
+/// Records the row entropy of attention logits ([..., keys]; -inf entries are masked).
+inline void record_attention_logits(recorder& rec, std::string_view name, const at::Tensor& logits) {
+  rec.record_entropy(name, entropy_from_logits(logits.detach()));
+}
+
+/// Records the row entropy of attention probabilities ([..., keys]).
+inline void record_attention_probs(recorder& rec, std::string_view name, const at::Tensor& probs) {
+  rec.record_entropy(name, entropy_from_probs(probs.detach()));
+}
+
+/// Records a mixture-of-experts router: the expert load from the assignments (integer expert
+/// indices, any shape: top-k allowed) and the entropy of the router's logits
+/// ([tokens, experts]) under "<name>.logits".
+inline void record_router(recorder& rec, std::string_view name, const at::Tensor& router_logits,
+                          const at::Tensor& expert_assignments) {
+  const std::int64_t experts = router_logits.size(-1);
+  const at::Tensor counts =
+      torch::bincount(expert_assignments.detach().reshape({-1}).to(at::kLong).cpu(), {}, experts).to(at::kDouble);
+  const at::Tensor contiguous = counts.contiguous();
+  rec.record_router_load(name, std::span<const double>(contiguous.data_ptr<double>(), static_cast<std::size_t>(experts)));
+  rec.record_entropy(std::string(name) + ".logits", entropy_from_logits(router_logits.detach()));
+}
+
+}  // namespace mldiag

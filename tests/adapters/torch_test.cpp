@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LibTorch adapter against LibTorch itself (the peer): norms, NaN counts and extrema of
+// the same tensors, contiguous and strided, in four dtypes; entropy against softmax; a
+// module's parameters and gradients in layer order.
+#include "mldiag/adapters/torch.hpp"
+#include "mldiag/evidence/recorder.hpp"
+
+#include <torch/torch.h>
+
+// LibTorch's logging defines CHECK (glog style), which would silently replace doctest's and
+// take the assertions out of the count: drop it before doctest defines its own.
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace {
+
+// torch's own answers, in float64 over the finite elements.
+struct peer {
+  double norm, amax, amin, absmax;
+  std::int64_t nan, inf, count;
+};
+
+peer torch_peer(const at::Tensor& t) {
+  const at::Tensor d = t.to(at::kDouble);
+  const at::Tensor finite = torch::isfinite(d);
+  const at::Tensor f = d.masked_select(finite);
+  return {torch::linalg_vector_norm(f, 2).item<double>(), f.amax().item<double>(), f.amin().item<double>(),
+          f.abs().amax().item<double>(), torch::isnan(d).sum().item<std::int64_t>(),
+          torch::isinf(d).sum().item<std::int64_t>(), d.numel()};
+}
+
+void check_against_torch(const at::Tensor& t) {
+  const auto s = mldiag::compute_stats(t);
+  const auto p = torch_peer(t);
+  CHECK(static_cast<std::int64_t>(s.count) == p.count);
+  CHECK(static_cast<std::int64_t>(s.nan) == p.nan);
+  CHECK(static_cast<std::int64_t>(s.pos_inf + s.neg_inf) == p.inf);
+  CHECK(s.max == p.amax);
+  CHECK(s.min == p.amin);
+  CHECK(s.max_abs == p.absmax);
+  CHECK(s.l2_norm() == doctest::Approx(p.norm).epsilon(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("statistics of torch tensors agree with linalg_vector_norm isnan and amax") {
+  torch::manual_seed(0);
+  for (auto type : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    CAPTURE(c10::toString(type));
+    at::Tensor t = torch::randn({257, 129}).to(type);
+    t.index_put_({3, 5}, std::numeric_limits<float>::quiet_NaN());
+    t.index_put_({100, 7}, std::numeric_limits<float>::infinity());
+    check_against_torch(t);
+    check_against_torch(t.t());                           // transposed: strided, read in place
+    check_against_torch(t.index({torch::indexing::Slice(1, 200, 3), torch::indexing::Slice(2, 100)}));
+  }
+}
+
+TEST_CASE("entropy of torch logits agrees with torch's softmax entropy") {
+  torch::manual_seed(1);
+  const at::Tensor logits = torch::randn({4, 16, 33}) * 3;
+  const auto e = mldiag::entropy_from_logits(logits);
+  const at::Tensor logp = torch::log_softmax(logits.to(at::kDouble), -1);
+  const at::Tensor h = -(logp.exp() * logp).sum(-1);
+  CHECK(e.rows == 64);
+  CHECK(e.mean() == doctest::Approx(h.mean().item<double>()).epsilon(1e-12));
+  CHECK(e.max == doctest::Approx(h.max().item<double>()).epsilon(1e-12));
+}
+
+TEST_CASE("a module's parameters and gradients are recorded in layer order") {
+  torch::manual_seed(2);
+  torch::nn::Sequential net(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 3));
+  const at::Tensor x = torch::randn({32, 8});
+  net->forward(x).pow(2).mean().backward();
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  mldiag::record_module(rec, *net);
+  mldiag::record_activation(rec, "0.out", net[0]->as<torch::nn::Linear>()->forward(x));
+  const auto& s = rec.end_step();
+  REQUIRE(s.parameters.size() == 4);
+  REQUIRE(s.gradients.size() == 4);
+  CHECK(rec.names()[s.parameters[0].id] == "0.weight");
+  CHECK(rec.names()[s.parameters[3].id] == "2.bias");
+  const auto params = net->named_parameters();
+  CHECK(s.gradients[2].stats.l2_norm() ==
+        doctest::Approx(torch::linalg_vector_norm(params["2.weight"].grad().to(at::kDouble), 2).item<double>()).epsilon(1e-12));
+  CHECK(s.activations.size() == 1);
+}
+
+TEST_CASE("router load and logits entropy come from the router's tensors") {
+  const at::Tensor assignments = torch::tensor({0, 0, 0, 1, 1, 3}, at::kLong);  // expert 2 is dead
+  const at::Tensor logits = torch::zeros({6, 4});
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  mldiag::record_router(rec, "moe.0", logits, assignments);
+  const auto& s = rec.end_step();
+  REQUIRE(s.routers.size() == 1);
+  CHECK(s.routers[0].experts == 4);
+  CHECK(s.routers[0].dead == 1);
+  CHECK(s.routers[0].max_over_mean == doctest::Approx(2.0));  // 3 / (6 / 4)
+  REQUIRE(s.attention.size() == 1);
+  CHECK(s.attention[0].stats.normalized_mean() == doctest::Approx(1.0).epsilon(1e-12));  // uniform logits
+}
+
+TEST_CASE("integer tensors are refused with a message") {
+  CHECK_THROWS_WITH_AS((void)mldiag::compute_stats(torch::ones({3}, at::kInt)),
+                       doctest::Contains("mldiag: torch adapter: dtype Int is not a floating-point type"), mldiag::error);
+}
