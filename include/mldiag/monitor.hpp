@@ -64,7 +64,10 @@ class monitor {
     } else {
       for (const auto& n : config_.detectors) detectors_.add(detectors::make_detector(n));
     }
-    if (config_.classes > 1) detectors_.add(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
+    if (config_.classes > 1) {
+      detectors_.add(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
+      detectors_.add(detectors::make_detector("chance_level", {{"classes", config_.classes}}));
+    }
     step_findings_.reserve(16);
   }
 
@@ -82,6 +85,7 @@ class monitor {
   void observe_grad_norm(double n) { ensure_open(); recorder_.record_grad_norm(n); }
   void observe_timings(const step_timings& t) { ensure_open(); recorder_.record_timings(t); }
   void observe_memory(const memory_evidence& m) { ensure_open(); recorder_.record_memory(m); }
+  void observe_layer_time(std::string_view layer, double seconds) { ensure_open(); recorder_.record_layer_time(layer, seconds); }
   void observe_entropy(std::string_view name, const entropy_stats& e) { ensure_open(); recorder_.record_entropy(name, e); }
   void observe_router_load(std::string_view name, std::span<const double> loads) {
     ensure_open();

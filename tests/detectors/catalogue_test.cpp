@@ -218,6 +218,79 @@ TEST_CASE("initial_loss compares the first loss with ln(classes)") {
   CHECK(f.front().first_step == 0);
 }
 
+TEST_CASE("chance_level fires when a classifier's loss stays at ln(classes) after the warm-up") {
+  mldiag::detectors::chance_level off;
+  CHECK(run(off, 100, [](int, mldiag::recorder&, double& loss, double&) { loss = std::log(10.0); }).empty());
+  mldiag::detectors::chance_level learning({10, 50, 20, 0.1});
+  // The healthy synthetic loss starts at 5.0 and is near 4.4 over steps 30-49: above
+  // 0.9 ln 100 = 4.14, so a 100-class task would still be at chance there (one onset).
+  mldiag::detectors::chance_level c100({100, 50, 20, 0.1});
+  CHECK(run(c100, 300, healthy).size() == 1);
+  CHECK(run(learning, 300, [](int step, mldiag::recorder&, double& loss, double&) { loss = 2.3 * std::exp(-step / 20.0); }).empty());
+  mldiag::detectors::chance_level stuck({10, 50, 20, 0.1});
+  const auto f = run(stuck, 300, [](int, mldiag::recorder&, double& loss, double&) { loss = std::log(10.0) * 0.95; });
+  REQUIRE(f.size() == 1);  // an onset, reported once
+  CHECK(f.front().first_step == 49);  // the end of the warm-up
+  CHECK(f.front().question == mldiag::question::convergence);
+}
+
+TEST_CASE("probabilities_as_logits fires when the loss input lies in [0 1]") {
+  std::vector<float> logits(40), probs(40);
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    logits[i] = static_cast<float>(i % 7) - 3.0f;
+    probs[i] = 0.025f;
+  }
+  mldiag::detectors::probabilities_as_logits d;
+  CHECK(run(d, 50, [&](int, mldiag::recorder& r, double&, double&) { r.record(mldiag::role::activation, "logits", logits); }).empty());
+  mldiag::detectors::probabilities_as_logits other;  // a tensor not named logits is not read
+  CHECK(run(other, 50, [&](int, mldiag::recorder& r, double&, double&) { r.record(mldiag::role::activation, "gate", probs); }).empty());
+  mldiag::detectors::probabilities_as_logits bad;
+  const auto f = run(bad, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::activation, "head.logits", step >= 10 ? probs : logits);
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 10);
+  CHECK(f.front().last_step == 12);  // three steps in a row
+  CHECK(f.front().where.front().first == "act/head.logits");
+}
+
+TEST_CASE("input_starvation and layer_dominates read the step timings") {
+  mldiag::detectors::input_starvation d;
+  const auto timings = [](double wait) {
+    mldiag::step_timings t;
+    t.data_wait = wait;
+    t.total = 0.010 + wait;
+    return t;
+  };
+  CHECK(run(d, 100, [&](int, mldiag::recorder& r, double&, double&) { r.record_timings(timings(0.001)); }).empty());
+  mldiag::detectors::input_starvation starved;
+  const auto f = run(starved, 100, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_timings(timings(step >= 40 ? 0.008 : 0.001));  // 0.008 / 0.018 = 0.44 > 0.3
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().question == mldiag::question::efficiency);
+  CHECK(f.front().first_step == 40);
+  CHECK(f.front().last_step == 44);
+  CHECK(f.front().evidence.front().second == doctest::Approx(0.008 / 0.018));
+
+  mldiag::detectors::layer_dominates even;
+  CHECK(run(even, 100, [](int step, mldiag::recorder& r, double&, double&) {
+    for (int l = 0; l < 4; ++l) r.record_layer_time("layers." + std::to_string(l), 0.001 * (1 + (step + l) % 3));
+  }).empty());
+  mldiag::detectors::layer_dominates slow;
+  const auto g = run(slow, 100, [](int step, mldiag::recorder& r, double&, double&) {
+    for (int l = 0; l < 4; ++l) r.record_layer_time("layers." + std::to_string(l), l == 2 && step >= 60 ? 0.02 : 0.001);
+  });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().first_step == 60);
+  CHECK(g.front().where.front().first == "layers.2");
+  CHECK(g.front().evidence.front().second == doctest::Approx(0.02 / 0.023));
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  CHECK_THROWS_WITH_AS(rec.record_layer_time("layers.0", -1.0), doctest::Contains("mldiag: recorder::record_layer_time 'layers.0'"),
+                       mldiag::error);
+}
+
 TEST_CASE("vanishing_gradients fires on tiny gradients and on a first-to-last layer collapse") {
   mldiag::detectors::vanishing_gradients d;
   CHECK(run(d, 100, healthy).empty());
@@ -307,11 +380,14 @@ TEST_CASE("frozen_parameters and update_ratio read parameters and updates") {
   });
   REQUIRE(f.size() == 1);
   CHECK(f.front().first_step == 21);  // unchanged at 20 and 21: three equal snapshots from 19
-  std::vector<float> param(100, 1.0f), small(100, 1e-5f), huge(100, 0.5f);
+  std::vector<float> param(256, 1.0f), small(256, 1e-5f), huge(256, 0.5f);
+  std::vector<float> bias(255, 0.01f), bias_step(255, 0.01f);  // ratio 1, but a bias: skipped
   mldiag::detectors::update_ratio u;
   CHECK(run(u, 50, [&](int, mldiag::recorder& r, double&, double&) {
     r.record(mldiag::role::parameter, "w", param);
     r.record(mldiag::role::update, "w", small);  // ratio 1e-5
+    r.record(mldiag::role::parameter, "b", bias);
+    r.record(mldiag::role::update, "b", bias_step);
   }).empty());
   mldiag::detectors::update_ratio u2;
   const auto g = run(u2, 50, [&](int step, mldiag::recorder& r, double&, double&) {

@@ -6,6 +6,7 @@
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/detectors/q1.hpp"
 #include "mldiag/detectors/q2.hpp"
+#include "mldiag/detectors/q3.hpp"
 
 #include <algorithm>
 #include <array>
@@ -60,9 +61,10 @@ any_detector configured(std::string_view detector_name, const parameters& p,
 /// Every detector the catalogue has, in the default set's order.
 inline constexpr std::string_view detector_names[] = {
     "non_finite", "exploding_gradients", "loss_spike", "divergence", "lr_sanity", "initial_loss",
-    "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
+    "chance_level", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
     "saturation", "frozen_parameters", "update_ratio", "attention_collapse", "expert_imbalance",
-    "residual_write_ratio", "embedding_growth", "parameter_drift"};
+    "residual_write_ratio", "embedding_growth", "parameter_drift", "probabilities_as_logits",
+    "input_starvation", "layer_dominates"};
 
 /// The detectors configured by name, with named parameters (unknown names and parameters are
 /// errors that list what exists). The parameters are the fields of each detector's config.
@@ -98,6 +100,11 @@ inline constexpr std::string_view detector_names[] = {
   if (n == "initial_loss") {
     using C = initial_loss::config;
     return configured<initial_loss>(n, p, std::array{field<C>{"classes", &C::classes}, field<C>{"tolerance", &C::tolerance}});
+  }
+  if (n == "chance_level") {
+    using C = chance_level::config;
+    return configured<chance_level>(n, p, std::array{field<C>{"classes", &C::classes}, field<C>{"warmup", &C::warmup},
+                                                     field<C>{"window", &C::window}, field<C>{"tolerance", &C::tolerance}});
   }
   if (n == "vanishing_gradients") {
     using C = vanishing_gradients::config;
@@ -135,7 +142,8 @@ inline constexpr std::string_view detector_names[] = {
   if (n == "update_ratio") {
     using C = update_ratio::config;
     return configured<update_ratio>(n, p, std::array{field<C>{"min_ratio", &C::min_ratio}, field<C>{"max_ratio", &C::max_ratio},
-                                                     field<C>{"sustain", &C::sustain}});
+                                                     field<C>{"sustain", &C::sustain},
+                                                     field<C>{"min_elements", &C::min_elements}});
   }
   if (n == "attention_collapse") {
     using C = attention_collapse::config;
@@ -159,13 +167,26 @@ inline constexpr std::string_view detector_names[] = {
     using C = parameter_drift::config;
     return configured<parameter_drift>(n, p, std::array{field<C>{"max_relative_drift", &C::max_relative_drift}});
   }
+  if (n == "probabilities_as_logits") {
+    using C = probabilities_as_logits::config;
+    return configured<probabilities_as_logits>(n, p, std::array{field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "input_starvation") {
+    using C = input_starvation::config;
+    return configured<input_starvation>(n, p, std::array{field<C>{"max_share", &C::max_share}, field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "layer_dominates") {
+    using C = layer_dominates::config;
+    return configured<layer_dominates>(n, p, std::array{field<C>{"max_share", &C::max_share}, field<C>{"min_ratio", &C::min_ratio},
+                                                        field<C>{"sustain", &C::sustain}});
+  }
   std::string list;
   for (auto name : detector_names) list += (list.empty() ? "" : ", ") + std::string(name);
   throw error("make_detector: no detector named '" + std::string(n) + "'; there are: " + list);
 }
 
 /// The default set: every detector with its defaults, in `detector_names` order
-/// (initial_loss stays silent until it is given the number of classes).
+/// (initial_loss and chance_level stay silent until they are given the number of classes).
 [[nodiscard]] inline dynamic_set default_set() {
   dynamic_set set;
   for (auto n : detector_names) set.add(make_detector(n));

@@ -263,6 +263,41 @@ class initial_loss {
   bool done_ = false;
 };
 
+/// Q1: the loss of a cross-entropy classifier still at chance level, ln(classes), after
+/// `warmup` steps: the mean of the last `window` losses above (1 - `tolerance`) ln C. Nothing
+/// is being learned — labels that do not match the inputs (shuffled, misaligned, read from
+/// the wrong column), a dead network, a learning rate of zero. Off unless `classes` > 1.
+/// Defaults: warmup 50, window 20, tolerance 0.1 (a trainable model leaves chance within tens
+/// of steps: the examples' MLP is at 0.3 of ln 10 by step 50, the transformer at 0.7 of ln V).
+class chance_level {
+ public:
+  struct config {
+    double classes = 0;
+    std::size_t warmup = 50;
+    std::size_t window = 20;
+    double tolerance = 0.1;
+  };
+  chance_level() : chance_level(config{}) {}
+  explicit chance_level(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window) {}
+  [[nodiscard]] std::string_view name() const { return "chance_level"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    if (c_.classes <= 1.0 || !o.now.has_loss || !std::isfinite(o.now.loss)) return;
+    recent_.push(o.now.loss);
+    if (++seen_ < c_.warmup || !recent_.full()) return;
+    const double chance = std::log(c_.classes), mean = recent_.mean();
+    if (fired_.rise(mean > (1.0 - c_.tolerance) * chance)) {
+      out.push_back(make_finding(question::convergence, "loss stuck at chance level", severity::warning, o.now.step,
+                                 name(), {{"recent_mean", mean}, {"ln_classes", chance}, {"fraction_of_chance", mean / chance}}));
+    }
+  }
+
+ private:
+  config c_;
+  signals::window recent_;
+  std::size_t seen_ = 0;
+  edge fired_;
+};
+
 /// Q1: vanishing gradients — the RMS of all gradient elements below `min_rms` (default 1e-9),
 /// or the first recorded (input-side) gradient's RMS below `layer_ratio` (default 1e-3) times
 /// the last one's, for `sustain` steps in a row. Recording order is taken as layer order.
@@ -551,13 +586,17 @@ class frozen_parameters {
 /// recorded with role::update under the same name): above `max_ratio` (1e-1) or below
 /// `min_ratio` (1e-7) for `sustain` steps. A common rule of thumb puts healthy values near
 /// 1e-3 (Karpathy, CS231n notes); these bounds are two orders of magnitude either side and a
-/// bit more. Reports onsets.
+/// bit more. The rule is about weight matrices: tensors with fewer than `min_elements` (256)
+/// elements — biases, norm gains — are skipped, because a bias that starts at zero has a
+/// ratio near 1 for its first steps and an output bias keeps a large one (the examples'
+/// healthy MLP runs: 0.1-0.25 on 10- and 64-element biases; docs/accuracy.md). Reports onsets.
 class update_ratio {
  public:
   struct config {
     double min_ratio = 1e-7;
     double max_ratio = 1e-1;
     std::size_t sustain = 5;
+    std::size_t min_elements = 256;
   };
   update_ratio() : update_ratio(config{}) {}
   explicit update_ratio(config c) : c_(c) {}
@@ -569,6 +608,7 @@ class update_ratio {
     if (norms_.size() < o.names.size()) norms_.resize(o.names.size());  // new names only
     for (const auto& p : o.now.parameters) norms_[p.id] = p.stats.l2_norm();
     for (const auto& u : o.now.updates) {
+      if (u.stats.count < c_.min_elements) continue;
       {
         const auto& p = u;  // the parameter of the same id
         const double norm = norms_[p.id];
@@ -602,6 +642,43 @@ class update_ratio {
   std::vector<double> norms_;  // last parameter norm by id
 };
 
+
+/// Q1: wrong loss — the tensor fed to a cross-entropy loss as logits holds probabilities:
+/// every value of an activation whose name contains `tag` ("logits") lies in [0, 1] for
+/// `sustain` steps in a row. Real logits of a classifier take both signs within a few steps
+/// of initialization; values confined to [0, 1] mean a softmax (or sigmoid) was applied before
+/// a loss that applies its own — the classic "softmax twice" bug, which caps what the loss can
+/// learn. Reports onsets.
+class probabilities_as_logits {
+ public:
+  struct config {
+    std::string tag = "logits";
+    std::size_t sustain = 3;
+  };
+  probabilities_as_logits() : probabilities_as_logits(config{}) {}
+  explicit probabilities_as_logits(config c) : c_(std::move(c)) {}
+  [[nodiscard]] std::string_view name() const { return "probabilities_as_logits"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    const tensor_evidence* hit = nullptr;
+    for (const auto& a : o.now.activations) {
+      if (o.names[a.id].find(c_.tag) == std::string_view::npos || a.stats.finite() < 2) continue;
+      if (a.stats.min >= 0.0 && a.stats.max <= 1.0) hit = &a;
+    }
+    run_ = hit != nullptr ? run_ + 1 : 0;
+    if (fired_.rise(run_ >= c_.sustain)) {
+      finding f = make_finding(question::convergence, "loss input looks like probabilities", severity::warning,
+                               o.now.step, name(), {{"min", hit->stats.min}, {"max", hit->stats.max}, {"mean", hit->stats.mean()}});
+      f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
+      f.where.emplace_back("act/" + std::string(o.names[hit->id]), hit->stats.max);
+      out.push_back(std::move(f));
+    }
+  }
+
+ private:
+  config c_;
+  std::size_t run_ = 0;
+  edge fired_;
+};
 
 /// A tensor detector (for `per_tensor`): one tensor's L2 norm jumps above `ratio` times the
 /// median of its own last `window` norms. `per_tensor(role::gradient, tensor_norm_jump{})`

@@ -79,6 +79,15 @@ class recorder {
   void record_grad_norm(double norm) { require_open("record_grad_norm"); current_.grad_norm = norm; }
   void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
   void record_memory(const memory_evidence& m) { require_open("record_memory"); current_.memory = m; }
+  /// Seconds one named layer took in this step (record layers in model order).
+  void record_layer_time(std::string_view layer, double seconds) {
+    require_open("record_layer_time");
+    if (!(seconds >= 0.0) || !std::isfinite(seconds)) {
+      throw error("recorder::record_layer_time '" + std::string(layer) + "': time " + std::to_string(seconds) +
+                  " is negative or not finite; give seconds >= 0");
+    }
+    current_.layer_times.push_back({names_.intern(layer), seconds});
+  }
 
   /// Statistics already computed (e.g. by a stats_plan or the CUDA kernels).
   void record(role r, std::string_view name, const tensor_stats& s) {

@@ -77,6 +77,13 @@ struct step_timings {
   double total = std::numeric_limits<double>::quiet_NaN();
 };
 
+/// Time spent in one named layer during a step (forward, or forward and backward where the
+/// caller marks both), in seconds.
+struct layer_time {
+  std::uint32_t id;
+  double seconds;
+};
+
 /// Optional memory evidence, in bytes (NaN where not measured).
 struct memory_evidence {
   double allocated = std::numeric_limits<double>::quiet_NaN();
@@ -109,6 +116,7 @@ struct snapshot {
   std::vector<entropy_evidence> attention;
   std::vector<router_evidence> routers;
   step_timings timings;
+  std::vector<layer_time> layer_times;
   memory_evidence memory;
 
   /// Resets for a new step, keeping every vector's capacity.
@@ -121,6 +129,7 @@ struct snapshot {
     drift.clear();
     attention.clear();
     routers.clear();
+    layer_times.clear();
     timings = {};
     memory = {};
   }

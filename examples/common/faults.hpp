@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+/// Planted faults for the examples: what each one breaks, when, where, and which question of
+/// the method it belongs to; the options every example takes; what a run reports back.
+/// Shared by the examples, the fault suite and the overhead benchmark.
+#pragma once
+
+#include <mldiag/detectors/finding.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace examples {
+
+/// One fault at a time. `none` is a healthy run.
+enum class fault {
+  none,
+  lr_100x,                ///< learning rate times 100 from the onset
+  lr_zero,                ///< learning rate 0 from the onset
+  bad_init,               ///< every weight initialized 1000x too small (vanishing signal)
+  nan_grad,               ///< one NaN written into one layer's gradient at the onset
+  dead_relu,              ///< one layer's bias pushed far negative: its ReLUs die
+  labels_shuffled,        ///< targets replaced by random ones (the data pipeline's bug)
+  wrong_loss,             ///< softmax applied twice: probabilities fed to cross-entropy
+  attention_temperature,  ///< one layer's attention scores times 50 (entropy collapse)
+  router_collapse,        ///< one MoE router biased onto a single expert
+  embedding_lr_100x,      ///< the embedding's learning rate times 100
+  residual_scale,         ///< one block's residual branch times 10
+  frozen_layer,           ///< one layer left out of the optimizer
+  input_starvation,       ///< data loading sleeps far longer than a step
+  slow_layer,             ///< one layer's forward made slow
+};
+
+struct fault_info {
+  fault id;
+  std::string_view name;
+  /// The question of the method this fault's symptom belongs to (docs/accuracy.md says why).
+  mldiag::question expected;
+  /// Faults that are bugs present from the first step start there; events start mid-run.
+  bool from_start;
+  /// Whether the fault lives in one layer (which the suite then checks the location against).
+  bool has_layer;
+};
+
+inline constexpr fault_info fault_table[] = {
+    {fault::none, "none", mldiag::question::convergence, false, false},
+    {fault::lr_100x, "lr_100x", mldiag::question::convergence, false, false},
+    {fault::lr_zero, "lr_zero", mldiag::question::convergence, false, false},
+    {fault::bad_init, "bad_init", mldiag::question::convergence, true, false},
+    {fault::nan_grad, "nan_grad", mldiag::question::convergence, false, true},
+    {fault::dead_relu, "dead_relu", mldiag::question::convergence, false, true},
+    {fault::labels_shuffled, "labels_shuffled", mldiag::question::convergence, true, false},
+    {fault::wrong_loss, "wrong_loss", mldiag::question::convergence, true, false},
+    {fault::attention_temperature, "attention_temperature", mldiag::question::early_anomaly, false, true},
+    {fault::router_collapse, "router_collapse", mldiag::question::early_anomaly, false, true},
+    {fault::embedding_lr_100x, "embedding_lr_100x", mldiag::question::early_anomaly, false, true},
+    {fault::residual_scale, "residual_scale", mldiag::question::early_anomaly, false, true},
+    {fault::frozen_layer, "frozen_layer", mldiag::question::convergence, false, true},
+    {fault::input_starvation, "input_starvation", mldiag::question::efficiency, false, false},
+    {fault::slow_layer, "slow_layer", mldiag::question::efficiency, false, true},
+};
+
+[[nodiscard]] inline const fault_info& info(fault f) {
+  for (const auto& i : fault_table)
+    if (i.id == f) return i;
+  return fault_table[0];
+}
+
+[[nodiscard]] inline std::optional<fault> parse_fault(std::string_view name) {
+  for (const auto& i : fault_table)
+    if (i.name == name) return i.id;
+  return std::nullopt;
+}
+
+[[nodiscard]] inline std::string fault_names() {
+  std::string s;
+  for (const auto& i : fault_table) s += (s.empty() ? "" : ", ") + std::string(i.name);
+  return s;
+}
+
+/// What every example takes on its command line.
+struct run_options {
+  fault planted = fault::none;
+  std::int64_t onset = -1;  ///< -1: the fault's default (0 from the start, else steps / 3)
+  std::uint64_t seed = 1;
+  std::int64_t steps = 300;
+  bool verbose = false;
+  bool moe = true;  ///< transformer: mixture-of-experts feed-forward in odd blocks
+  std::string data;  ///< a data file where the example reads one ("" = its default)
+
+  [[nodiscard]] std::int64_t onset_step() const {
+    if (onset >= 0) return onset;
+    return info(planted).from_start ? 0 : steps / 3;
+  }
+  [[nodiscard]] bool active(std::int64_t step) const { return planted != fault::none && step >= onset_step(); }
+  [[nodiscard]] bool active(fault f, std::int64_t step) const { return planted == f && step >= onset_step(); }
+};
+
+/// A finding as the run saw it: the step whose end_step() returned it.
+struct seen_finding {
+  std::int64_t step;
+  mldiag::finding f;
+};
+
+/// What a run reports back to the suite.
+struct run_result {
+  std::string example;
+  run_options options;
+  std::string planted_layer;  ///< "" when the fault has no layer
+  std::vector<seen_finding> findings;  ///< severity warning and above, in order
+  std::vector<double> losses;
+  double seconds_per_step = 0.0;
+  double monitor_seconds_per_step = 0.0;  ///< what the monitor's calls cost, per step
+};
+
+/// Keeps a run's findings of severity warning and above (the ones the targets count).
+inline void keep(run_result& r, std::int64_t step, std::span<const mldiag::finding> fs) {
+  for (const auto& f : fs)
+    if (f.severity >= mldiag::severity::warning) r.findings.push_back({step, f});
+}
+
+/// Parses the flags every example shares; unknown flags are errors that list the known ones.
+inline run_options parse_options(int argc, char** argv, std::string_view program) {
+  run_options o;
+  auto usage = [&](const std::string& why) {
+    std::fprintf(stderr,
+                 "mldiag: %s\nusage: %.*s [--fault NAME] [--onset STEP] [--seed N] [--steps N] [--data FILE] "
+                 "[--no-moe] [--verbose]\nfaults: %s\n",
+                 why.c_str(), static_cast<int>(program.size()), program.data(), fault_names().c_str());
+    std::exit(2);
+  };
+  auto number = [&](const char* flag, const char* text) -> std::int64_t {
+    char* end = nullptr;
+    const long long v = std::strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || v < 0) usage(std::string(flag) + " wants a whole number >= 0, not '" + text + "'");
+    return v;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--verbose") o.verbose = true;
+    else if (a == "--no-moe") o.moe = false;
+    else if (a == "--help" || a == "-h") usage("help");
+    else if (!has_value) usage("flag " + std::string(a) + " needs a value (or is unknown)");
+    else if (a == "--fault") {
+      const auto f = parse_fault(argv[++i]);
+      if (!f) usage(std::string("no fault named '") + argv[i] + "'");
+      o.planted = *f;
+    } else if (a == "--onset") o.onset = number("--onset", argv[++i]);
+    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(number("--seed", argv[++i]));
+    else if (a == "--steps") o.steps = number("--steps", argv[++i]);
+    else if (a == "--data") o.data = argv[++i];
+    else usage("unknown flag " + std::string(a));
+  }
+  if (o.steps < 1) usage("--steps must be at least 1");
+  return o;
+}
+
+/// The input-starvation fault's loader: a sleep far longer than a step (a slow disk, a
+/// loader with no workers).
+inline void starve_input() { std::this_thread::sleep_for(std::chrono::milliseconds(8)); }
+
+/// The slow-layer fault: a layer that spins for a while (a missing fused kernel, a debug
+/// path left on). Spinning rather than sleeping: it is compute the step pays for.
+inline void slow_down_layer() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(4);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+/// Seconds since `t0`.
+[[nodiscard]] inline double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The finding lines a person reads in an example's output.
+inline void print_finding(std::FILE* out, const seen_finding& s) {
+  std::fprintf(out, "  step %4lld  %-8s %-16s %s", static_cast<long long>(s.step),
+               std::string(mldiag::name(s.f.severity)).c_str(), std::string(mldiag::name(s.f.question)).c_str(),
+               s.f.symptom.c_str());
+  if (!s.f.where.empty()) std::fprintf(out, "  at %s", s.f.where.front().first.c_str());
+  for (std::size_t i = 0; i < s.f.evidence.size() && i < 3; ++i)
+    std::fprintf(out, "  %s=%.4g", s.f.evidence[i].first.c_str(), s.f.evidence[i].second);
+  std::fputc('\n', out);
+}
+
+}  // namespace examples
