@@ -165,17 +165,36 @@ inline run_options parse_options(int argc, char** argv, std::string_view program
   return o;
 }
 
-/// The input-starvation fault's loader: a sleep far longer than a step (a slow disk, a
-/// loader with no workers).
-inline void starve_input() { std::this_thread::sleep_for(std::chrono::milliseconds(8)); }
+/// The input-starvation fault's loader: a sleep twice as long as the step itself took before
+/// the onset (a slow disk, a loader with no workers).
+inline void starve_input(double step_seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(2.0 * step_seconds));
+}
 
-/// The slow-layer fault: a layer that spins for a while (a missing fused kernel, a debug
-/// path left on). Spinning rather than sleeping: it is compute the step pays for.
-inline void slow_down_layer() {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(4);
+/// The slow-layer fault: the layer spins for ten times what it took before the onset (a
+/// missing fused kernel, a debug path left on). Spinning rather than sleeping: it is compute
+/// the step pays for.
+inline void slow_down_layer(double layer_seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(10.0 * layer_seconds);
   while (std::chrono::steady_clock::now() < until) {
   }
 }
+
+/// Running means of a run's step and per-layer times before the onset, which the timing
+/// faults scale from (so they mean the same on a fast and a slow machine).
+struct time_baseline {
+  double step = 0.0;
+  std::vector<double> layers;
+  std::int64_t n = 0;
+  void add(double step_seconds, std::span<const double> layer_seconds) {
+    ++n;
+    const double w = 1.0 / static_cast<double>(n);
+    step += w * (step_seconds - step);
+    layers.resize(layer_seconds.size(), 0.0);
+    for (std::size_t i = 0; i < layer_seconds.size(); ++i) layers[i] += w * (layer_seconds[i] - layers[i]);
+  }
+  [[nodiscard]] double layer(std::size_t i) const { return i < layers.size() ? layers[i] : 0.0; }
+};
 
 /// Seconds since `t0`.
 [[nodiscard]] inline double since(std::chrono::steady_clock::time_point t0) {

@@ -154,6 +154,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
   matrix xb(batch, 64), logits(batch, 10), probs(batch, 10), loss_input(batch, 10), dlogits(batch, 10);
   std::vector<int> yb(batch);
   double monitor_seconds = 0.0;
+  time_baseline before_onset;
   const auto run_start = clock::now();
 
   for (std::int64_t step = 0; step < o.steps; ++step) {
@@ -162,7 +163,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     std::array<double, layers> layer_seconds{};
 
     // Data: a random batch.
-    if (o.active(fault::input_starvation, step)) starve_input();
+    if (o.active(fault::input_starvation, step)) starve_input(before_onset.step);
     for (int i = 0; i < batch; ++i) {
       const Eigen::Index k = pick(rng);
       xb.row(i) = data.x.row(k);
@@ -179,7 +180,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       auto& L = net[static_cast<std::size_t>(l)];
       L.z = (*input * L.w.transpose()).rowwise() + L.b.transpose();
       L.h = l + 1 < layers ? matrix(L.z.cwiseMax(0.0f)) : L.z;
-      if (o.active(fault::slow_layer, step) && l == planted) slow_down_layer();
+      if (o.active(fault::slow_layer, step) && l == planted) slow_down_layer(before_onset.layer(static_cast<std::size_t>(l)));
       input = &L.h;
       layer_seconds[static_cast<std::size_t>(l)] = since(tl);
     }
@@ -241,6 +242,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     }
     timing.optimizer = since(t3);
     timing.total = since(t0);
+    if (!o.active(step)) before_onset.add(timing.total, layer_seconds);
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();

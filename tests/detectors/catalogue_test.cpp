@@ -347,7 +347,10 @@ TEST_CASE("dead_activations and saturation read activation statistics") {
     tanh_out[i] = i % 20 == 0 ? 0.1f : (i % 2 ? 0.999f : -0.999f);  // 95% saturated: the bound says >= 73%
     sig[i] = i % 2 ? 0.999f : 0.001f;
   }
-  std::vector<float> fine(1000, 0.3f);
+  std::vector<float> fine(1000, 0.3f), sparse(1000, 0.0f);
+  for (std::size_t i = 0; i < 1000; i += 30) sparse[i] = 1.0f;  // 96.6% zeros: a healthy sparse FFN
+  mldiag::detectors::dead_activations quiet;
+  CHECK(run(quiet, 50, [&](int, mldiag::recorder& r, double&, double&) { r.record(mldiag::role::activation, "ffn.relu", sparse); }).empty());
   mldiag::detectors::dead_activations d;
   const auto f = run(d, 50, [&](int step, mldiag::recorder& r, double&, double&) {
     r.record(mldiag::role::activation, "mlp.relu", step >= 20 ? relu : fine);
@@ -380,7 +383,7 @@ TEST_CASE("frozen_parameters and update_ratio read parameters and updates") {
   });
   REQUIRE(f.size() == 1);
   CHECK(f.front().first_step == 21);  // unchanged at 20 and 21: three equal snapshots from 19
-  std::vector<float> param(256, 1.0f), small(256, 1e-5f), huge(256, 0.5f);
+  std::vector<float> param(256, 1.0f), small(256, 1e-5f), huge(256, 1.5f);
   std::vector<float> bias(255, 0.01f), bias_step(255, 0.01f);  // ratio 1, but a bias: skipped
   mldiag::detectors::update_ratio u;
   CHECK(run(u, 50, [&](int, mldiag::recorder& r, double&, double&) {
@@ -415,9 +418,16 @@ TEST_CASE("attention_collapse expert_imbalance and residual_write_ratio") {
   });
   REQUIRE(g.size() == 1);
   CHECK(g.front().first_step == 12);
+  CHECK(g.front().last_step == 21);  // ten steps in a row
+  mldiag::detectors::expert_imbalance blip;  // nine skewed steps in a row: a fluctuation
+  CHECK(run(blip, 50, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_router_load("moe.0", step >= 12 && step < 21 ? std::span<const double>(skew) : std::span<const double>(even));
+  }).empty());
   std::vector<float> stream(100, 1.0f), write(100, 0.2f), loud(100, 3.0f);
   mldiag::detectors::residual_write_ratio w;
   const auto h = run(w, 60, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record(mldiag::role::residual_input, "block.0", stream);  // the first block rewrites the
+    r.record(mldiag::role::block_output, "block.0", loud);      // embedding: not judged
     r.record(mldiag::role::residual_input, "block.7", stream);
     r.record(mldiag::role::block_output, "block.7", step >= 40 ? loud : write);
   });

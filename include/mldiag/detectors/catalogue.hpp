@@ -152,11 +152,13 @@ inline constexpr std::string_view detector_names[] = {
   if (n == "expert_imbalance") {
     using C = expert_imbalance::config;
     return configured<expert_imbalance>(n, p, std::array{field<C>{"min_normalized_entropy", &C::min_normalized_entropy},
-                                                         field<C>{"max_over_mean", &C::max_over_mean}});
+                                                         field<C>{"max_over_mean", &C::max_over_mean},
+                                                         field<C>{"sustain", &C::sustain}});
   }
   if (n == "residual_write_ratio") {
     using C = residual_write_ratio::config;
-    return configured<residual_write_ratio>(n, p, std::array{field<C>{"max_ratio", &C::max_ratio}, field<C>{"sustain", &C::sustain}});
+    return configured<residual_write_ratio>(n, p, std::array{field<C>{"max_ratio", &C::max_ratio}, field<C>{"sustain", &C::sustain},
+                                                            field<C>{"skip_first", &C::skip_first}});
   }
   if (n == "embedding_growth") {
     using C = embedding_growth::config;

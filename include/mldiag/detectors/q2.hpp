@@ -114,12 +114,15 @@ class attention_collapse {
 /// Q2: mixture-of-experts imbalance — a router whose load has normalized entropy below
 /// `min_normalized_entropy` (0.5, the method's threshold), or dead experts (zero load), or a
 /// busiest expert above `max_over_mean` (2.0: tokens beyond a capacity factor of 2 are
-/// dropped in Switch-style routing). Reports onsets.
+/// dropped in Switch-style routing), for `sustain` steps in a row (10: a small batch routed
+/// top-1 swings past 2x for a step or two in healthy runs — the examples' transformer, 256
+/// tokens over 4 experts — while a collapsed router stays collapsed). Reports onsets.
 class expert_imbalance {
  public:
   struct config {
     double min_normalized_entropy = 0.5;
     double max_over_mean = 2.0;
+    std::size_t sustain = 10;
   };
   expert_imbalance() : expert_imbalance(config{}) {}
   explicit expert_imbalance(config c) : c_(c) {}
@@ -129,11 +132,13 @@ class expert_imbalance {
     for (const auto& r : o.now.routers) {
       if (bad(r) && (worst == nullptr || r.normalized_entropy < worst->normalized_entropy)) worst = &r;
     }
-    if (!fired_.rise(worst != nullptr)) return;
+    run_ = worst != nullptr ? run_ + 1 : 0;
+    if (!fired_.rise(run_ >= c_.sustain)) return;
     finding f = make_finding(question::early_anomaly, "expert load imbalance", severity::warning, o.now.step, name(),
                              {{"normalized_entropy", worst->normalized_entropy},
                               {"dead_experts", static_cast<double>(worst->dead)},
                               {"max_over_mean", worst->max_over_mean}, {"experts", static_cast<double>(worst->experts)}});
+    f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
     for (const auto& r : o.now.routers)
       if (bad(r)) f.where.emplace_back(std::string(o.names[r.id]), r.normalized_entropy);
     std::sort(f.where.begin(), f.where.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
@@ -145,17 +150,27 @@ class expert_imbalance {
     return r.experts > 1 && (r.normalized_entropy < c_.min_normalized_entropy || r.dead > 0 || r.max_over_mean > c_.max_over_mean);
   }
   config c_;
+  std::size_t run_ = 0;
   edge fired_;
 };
 
-/// Q2: residual write ratio ||block output|| / ||residual input|| above `max_ratio` (the
-/// method's 1.0: a block writes more than the stream carries) for `sustain` steps in a row,
-/// for blocks recorded under the same name with role::residual_input and role::block_output.
+/// Q2: residual write ratio ||block output|| / ||residual input|| above `max_ratio` for
+/// `sustain` steps in a row. The method's line is 1.0 (a block writes more than the stream
+/// carries); the default is 2.0 because small healthy models sit at 1: the examples'
+/// 4-block transformer (d = 64, AdamW 1e-3) holds 1.0-1.16 in its middle blocks for tens of
+/// steps, while a residual branch scaled 10x reaches about 10 (docs/accuracy.md); pass 1.0
+/// for the method's strict line. A block is its role::residual_input and role::block_output
+/// recorded under one name.
+/// The first `skip_first` blocks in recording order (1) are not judged: the first block reads
+/// the bare token embedding, and rewriting it is its known job (GPT-2's first MLP acts as an
+/// extended embedding), so its ratio above 1 is healthy (the examples' transformer: 1.7 by
+/// step 22).
 class residual_write_ratio {
  public:
   struct config {
-    double max_ratio = 1.0;
+    double max_ratio = 2.0;
     std::size_t sustain = 5;
+    std::size_t skip_first = 1;
   };
   residual_write_ratio() : residual_write_ratio(config{}) {}
   explicit residual_write_ratio(config c) : c_(c) {}
@@ -165,7 +180,8 @@ class residual_write_ratio {
     for (const auto& in : o.now.residual_inputs) inputs_[in.id] = in.stats.l2_norm();
     double worst = 0.0;
     std::uint32_t worst_id = 0;
-    for (const auto& b : o.now.block_outputs) {
+    for (std::size_t i = c_.skip_first; i < o.now.block_outputs.size(); ++i) {
+      const auto& b = o.now.block_outputs[i];
       const double in = inputs_[b.id];
       if (!(in > 0.0)) continue;
       const double r = b.stats.l2_norm() / in;
@@ -176,7 +192,7 @@ class residual_write_ratio {
     }
     run_ = worst > c_.max_ratio ? run_ + 1 : 0;
     if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::early_anomaly, "residual write ratio above 1", severity::warning, o.now.step,
+      finding f = make_finding(question::early_anomaly, "residual write ratio too large", severity::warning, o.now.step,
                                name(), {{"write_ratio", worst}, {"max_ratio", c_.max_ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back(std::string(o.names[worst_id]), worst);

@@ -50,7 +50,7 @@ inline constexpr std::array<pattern_row, 14> pattern_tables{{
      "normalize queries and keys (QK-norm) or lower the learning rate of attention"},
     {"architecture", {"expert load imbalance", "", ""}, "the router collapses onto few experts", "load_balancing_loss",
      "add or raise the load-balancing loss (and a router z-loss)"},
-    {"architecture", {"residual write ratio above 1", "", ""}, "blocks overwrite the residual stream",
+    {"architecture", {"residual write ratio too large", "", ""}, "blocks overwrite the residual stream",
      "residual_scaling", "use pre-norm blocks or scale residual branches down at initialization"},
     {"architecture", {"embedding norm growing", "parameter drift from initialization", ""},
      "embeddings grow without bound", "embedding_weight_decay",
