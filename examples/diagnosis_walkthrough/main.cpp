@@ -78,7 +78,7 @@ int main() {
     if (c.variable == "batch_size") s.batch = c.to;
     return train(s).baseline();
   };
-  auto first = std::move(pattern).propose({"batch too small", "the loss is noisy", {"batch_size", 64, 256}}).test(experiment);
+  auto first = std::move(pattern).propose({"batch too large", "the loss stalls between spikes", {"batch_size", 64, 16}}).test(experiment);
   if (first.index() != 1) return 1;  // a bigger batch does not fix a learning rate that is too high
   auto second = std::get<1>(std::move(first))
                     .propose({"learning rate too high", "the loss swings and climbs", {"learning_rate", 0.9, 0.09}})

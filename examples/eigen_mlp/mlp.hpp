@@ -149,7 +149,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
   }
 
   const int batch = 64;
-  const float base_lr = 0.05f, momentum = 0.9f;
+  const float base_lr = 0.03f, momentum = 0.9f;
   std::uniform_int_distribution<Eigen::Index> pick(0, data.x.rows() - 1);
   matrix xb(batch, 64), logits(batch, 10), probs(batch, 10), loss_input(batch, 10), dlogits(batch, 10);
   std::vector<int> yb(batch);

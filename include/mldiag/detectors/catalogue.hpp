@@ -91,7 +91,8 @@ inline constexpr std::string_view detector_names[] = {
     return configured<divergence>(n, p, std::array{field<C>{"halvings", &C::halvings}, field<C>{"window", &C::window},
                                                    field<C>{"rise_steps", &C::rise_steps}, field<C>{"rise_fraction", &C::rise_fraction},
                                                    field<C>{"elevated", &C::elevated}, field<C>{"min_step_rise", &C::min_step_rise},
-                                                   field<C>{"baseline_window", &C::baseline_window}});
+                                                   field<C>{"baseline_window", &C::baseline_window},
+                                                   field<C>{"min_rise", &C::min_rise}});
   }
   if (n == "lr_sanity") {
     using C = lr_sanity::config;

@@ -117,8 +117,9 @@ class exploding_gradients {
 
 /// Q1: divergence signs other than a spike: a loss value that goes missing after losses were
 /// logged (critical); a loss that rose by at least `min_step_rise` on each of the last
-/// `rise_steps` observations, by `rise_fraction` in all, with each of them at least `elevated` above the median of the
-/// losses before the climb (warning; BigScience 104B experiment 2 climbed 6.37 -> 10.24 at the
+/// `rise_steps` observations, by `rise_fraction` and by `min_rise` nats (0.25, as loss_spike's)
+/// in all, with each of them at least `elevated` above the median of the losses before the
+/// climb (warning; BigScience 104B experiment 2 climbed 6.37 -> 10.24 at the
 /// end of warm-up, while healthy runs' outliers recover on the next step); and an fp16 loss scale that halves `halvings` times within the
 /// last `window` observations (warning; 104B embed-norm experiment 7 halved 1048576 -> 32768
 /// over six iterations before its loss went NaN).
@@ -129,6 +130,7 @@ class divergence {
     std::size_t window = 10;
     std::size_t rise_steps = 3;
     double rise_fraction = 0.3;
+    double min_rise = 0.25;  // absolute (nats), as loss_spike's: near-zero losses climb by large ratios harmlessly
     double elevated = 0.1;
     double min_step_rise = 0.02;
     std::size_t baseline_window = 50;
@@ -155,7 +157,7 @@ class divergence {
                      losses_[i] >= (1.0 + c_.elevated) * base;
         }
         const double rise = losses_.back() / losses_[0] - 1.0;
-        if (climbing && rise >= c_.rise_fraction) {
+        if (climbing && rise >= c_.rise_fraction && losses_.back() - losses_[0] >= c_.min_rise) {
           out.push_back(make(o, "sustained loss increase", severity::warning,
                              {{"rise_fraction", rise}, {"baseline_median", base}, {"loss", s.loss}}));
         }
