@@ -28,10 +28,13 @@ flags=(-std=c++20 -O3 -arch="$arch" -Iinclude -Ikernels -I"$doctest_dir" -Xcompi
 echo "=== build (nvcc $(nvcc --version | grep -o 'release [0-9.]*'), $arch) ==="
 nvcc "${flags[@]}" tests/cuda/main.cpp tests/cuda/device_test.cu tests/cuda/device_stats_test.cu -o build-gpu/mldiag_test_cuda
 nvcc "${flags[@]}" -Xcompiler=-fPIC -shared bench/gpu/mldiag_bench_capi.cu -o build-gpu/libmldiag_bench.so
+nvcc "${flags[@]}" examples/cuda_raw/main.cu -o build-gpu/mldiag_cuda_raw
 
 echo "=== CUDA tests ==="
 status=0
 build-gpu/mldiag_test_cuda 2>&1 | tee "$out/tests.txt" || status=1
+echo "=== examples/cuda_raw ==="
+build-gpu/mldiag_cuda_raw 2>&1 | tee "$out/cuda_raw.txt" || status=1
 if command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck; do
     echo "=== compute-sanitizer --tool $tool ==="

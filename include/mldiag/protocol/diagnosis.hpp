@@ -114,20 +114,20 @@ class evidence_phase {
   /// Records the baseline and moves to phase 2. Throws if no obvious check was run.
   next<evidence_phase, on_baseline> with_baseline(evidence_summary baseline) &&;
 
-  template <class = void>
+  template <class Deferred = void>
   void fixes() const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: record a baseline before asking for fixes (phase 1: evidence)");
   }
-  template <class = void>
+  template <class Deferred = void>
   void propose(const hypothesis&) const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: record a baseline and look at the pattern before proposing a "
                   "hypothesis (phase 1: evidence)");
   }
-  template <class = void>
+  template <class Deferred = void>
   void verify(const evidence_summary&) const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: there is nothing to verify yet; evidence comes first, then pattern, "
                   "hypothesis and fix (phase 1: evidence)");
   }
@@ -173,9 +173,9 @@ class pattern_phase {
     return next<pattern_phase, on_propose>(std::move(s_));
   }
 
-  template <class = void>
+  template <class Deferred = void>
   void fixes() const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: fixes come in phase 4; propose a hypothesis and confirm it first "
                   "(phase 2: pattern)");
   }
@@ -224,9 +224,9 @@ class hypothesis_phase {
     return outcome(std::in_place_index<1>, std::move(s_));
   }
 
-  template <class = void>
+  template <class Deferred = void>
   void fixes() const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: the hypothesis is not confirmed yet; test it first (phase 3: hypothesis)");
   }
   [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
@@ -278,15 +278,15 @@ class escalated {
            "fundamentals - the architecture, the data, the recipe - and compare with a "
            "known-working reference implementation";
   }
-  template <class = void>
+  template <class Deferred = void>
   void propose(const hypothesis&) const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: three hypotheses were rejected; stop tweaking parameters and question "
                   "the fundamentals (architecture, data, recipe, known-working reference)");
   }
-  template <class = void>
+  template <class Deferred = void>
   void fixes() const {
-    static_assert(detail::always_false<>,
+    static_assert(detail::always_false<Deferred>,
                   "mldiag: escalated diagnoses offer no parameter fixes; question the "
                   "fundamentals (architecture, data, recipe, known-working reference)");
   }
