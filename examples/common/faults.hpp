@@ -5,11 +5,14 @@
 #pragma once
 
 #include <mldiag/detectors/finding.hpp>
+#include <mldiag/monitor.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -96,6 +99,17 @@ struct run_options {
   bool verbose = false;
   bool moe = true;  ///< transformer: mixture-of-experts feed-forward in odd blocks
   std::string data;  ///< a data file where the example reads one ("" = its default)
+  /// Experiments change one variable: the learning rate (times this) or the planted fault's
+  /// magnitude (dead_relu: the bias shift, 50; attention_temperature: the score factor, 50;
+  /// NaN = the fault's default).
+  double lr_scale = 1.0;
+  /// Called after each step's end_step() with the monitor and that step's findings (a report
+  /// writer, a progress line).
+  std::function<void(std::int64_t, const mldiag::monitor&, std::span<const mldiag::finding>)> on_step;
+  double fault_magnitude = std::numeric_limits<double>::quiet_NaN();
+  [[nodiscard]] double magnitude(double default_value) const {
+    return fault_magnitude == fault_magnitude ? fault_magnitude : default_value;
+  }
 
   [[nodiscard]] std::int64_t onset_step() const {
     if (onset >= 0) return onset;
@@ -171,29 +185,25 @@ inline void starve_input(double step_seconds) {
   std::this_thread::sleep_for(std::chrono::duration<double>(2.0 * step_seconds));
 }
 
-/// The slow-layer fault: the layer spins for ten times what it took before the onset (a
-/// missing fused kernel, a debug path left on). Spinning rather than sleeping: it is compute
-/// the step pays for.
-inline void slow_down_layer(double layer_seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(10.0 * layer_seconds);
+/// The slow-layer fault: the layer spins for as long as a whole step took before the onset
+/// (a missing fused kernel, a debug path left on), so the step takes twice as long and that
+/// layer holds half of it or more. Spinning rather than sleeping: it is compute the step pays
+/// for.
+inline void slow_down_layer(double step_seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(step_seconds);
   while (std::chrono::steady_clock::now() < until) {
   }
 }
 
-/// Running means of a run's step and per-layer times before the onset, which the timing
-/// faults scale from (so they mean the same on a fast and a slow machine).
+/// The running mean of a run's step time before the onset, which the timing faults scale
+/// from (so they mean the same on a fast and a slow machine).
 struct time_baseline {
   double step = 0.0;
-  std::vector<double> layers;
   std::int64_t n = 0;
-  void add(double step_seconds, std::span<const double> layer_seconds) {
+  void add(double step_seconds) {
     ++n;
-    const double w = 1.0 / static_cast<double>(n);
-    step += w * (step_seconds - step);
-    layers.resize(layer_seconds.size(), 0.0);
-    for (std::size_t i = 0; i < layer_seconds.size(); ++i) layers[i] += w * (layer_seconds[i] - layers[i]);
+    step += (step_seconds - step) / static_cast<double>(n);
   }
-  [[nodiscard]] double layer(std::size_t i) const { return i < layers.size() ? layers[i] : 0.0; }
 };
 
 /// Seconds since `t0`.

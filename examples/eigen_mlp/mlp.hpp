@@ -173,14 +173,14 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
 
     // Forward.
     const auto t1 = clock::now();
-    if (o.active(fault::dead_relu, step) && step == o.onset_step()) net[static_cast<std::size_t>(planted)].b.array() -= 50.0f;
+    if (o.active(fault::dead_relu, step) && step == o.onset_step()) net[static_cast<std::size_t>(planted)].b.array() -= static_cast<float>(o.magnitude(50.0));
     const matrix* input = &xb;
     for (int l = 0; l < layers; ++l) {
       const auto tl = clock::now();
       auto& L = net[static_cast<std::size_t>(l)];
       L.z = (*input * L.w.transpose()).rowwise() + L.b.transpose();
       L.h = l + 1 < layers ? matrix(L.z.cwiseMax(0.0f)) : L.z;
-      if (o.active(fault::slow_layer, step) && l == planted) slow_down_layer(before_onset.layer(static_cast<std::size_t>(l)));
+      if (o.active(fault::slow_layer, step) && l == planted) slow_down_layer(before_onset.step);
       input = &L.h;
       layer_seconds[static_cast<std::size_t>(l)] = since(tl);
     }
@@ -227,7 +227,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
 
     // SGD with momentum; the faults that touch the optimizer.
     const auto t3 = clock::now();
-    float lr = base_lr;
+    float lr = base_lr * static_cast<float>(o.lr_scale);
     if (o.active(fault::lr_100x, step)) lr *= 100.0f;
     if (o.active(fault::lr_zero, step)) lr = 0.0f;
     for (int l = 0; l < layers; ++l) {
@@ -242,7 +242,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     }
     timing.optimizer = since(t3);
     timing.total = since(t0);
-    if (!o.active(step)) before_onset.add(timing.total, layer_seconds);
+    if (!o.active(step)) before_onset.add(timing.total);
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();
@@ -265,7 +265,9 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       mon.observe_layer_time(n, layer_seconds[static_cast<std::size_t>(l)]);
     }
     mon.observe(mldiag::role::activation, "logits", loss_input);
-    keep(r, step, mon.end_step());
+    const auto found = mon.end_step();
+    keep(r, step, found);
+    if (o.on_step) o.on_step(step, mon, found);
     monitor_seconds += since(tm);
     r.losses.push_back(loss);
   }

@@ -100,10 +100,11 @@ TORCH_MODULE_IMPL(expert, expert_impl);
 
 /// Faults applied inside the forward pass.
 struct forward_faults {
-  int attention_hot_block = -1;   ///< scores x 50 in this block
+  int attention_hot_block = -1;   ///< scores x `attention_factor` (50) in this block
+  double attention_factor = 50.0;
   int router_biased_block = -1;   ///< router logit of expert 0 + 10 in this block
   int residual_scaled_block = -1; ///< residual branch x 10 in this block
-  int slow_block = -1;            ///< this block spins for 10x `slow_seconds`
+  int slow_block = -1;            ///< this block spins for `slow_seconds` (a step's time)
   double slow_seconds = 0.0;
 };
 
@@ -133,7 +134,7 @@ struct block_impl : torch::nn::Module {
     auto qkv_out = qkv(ln1(x)).view({B, T, 3, H, dh}).permute({2, 0, 3, 1, 4});  // [3, B, H, T, dh]
     auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
     double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-    if (index_ == f.attention_hot_block) scale *= 50.0;
+    if (index_ == f.attention_hot_block) scale *= f.attention_factor;
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal.slice(0, 0, T).slice(1, 0, T), -INFINITY);
     auto attn = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, s_.d});
     auto write = proj(attn);
@@ -328,7 +329,6 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
   forward_faults ff;
   double monitor_seconds = 0.0, peer_sink = 0.0;
   time_baseline before_onset;
-  std::vector<double> layer_seconds;
   const auto run_start = clock::now();
 
   for (std::int64_t step = 0; step < o.steps; ++step) {
@@ -346,13 +346,14 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     // Forward.
     const auto t1 = clock::now();
     ff.attention_hot_block = o.active(fault::attention_temperature, step) ? planted : -1;
+    ff.attention_factor = o.magnitude(50.0);
     ff.router_biased_block = o.active(fault::router_collapse, step) ? planted : -1;
     ff.residual_scaled_block = o.active(fault::residual_scale, step) ? planted : -1;
     ff.slow_block = o.active(fault::slow_layer, step) ? planted : -1;
-    ff.slow_seconds = planted >= 0 ? before_onset.layer(static_cast<std::size_t>(planted) + 1) : 0.0;  // 0 is tok_embed
+    ff.slow_seconds = before_onset.step;
     if (o.active(fault::dead_relu, step) && step == o.onset_step()) {
       torch::NoGradGuard no_grad;
-      net->blocks[static_cast<std::size_t>(planted)]->as<block_impl>()->fc1->bias.sub_(50.0);
+      net->blocks[static_cast<std::size_t>(planted)]->as<block_impl>()->fc1->bias.sub_(o.magnitude(50.0));
     }
     tap.clear();
     auto aux = torch::zeros({});
@@ -375,7 +376,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
 
     // Optimizer, with the faults that touch it.
     const auto t3 = clock::now();
-    double lr = base_lr * std::min(1.0, static_cast<double>(step + 1) / 20.0);
+    double lr = base_lr * o.lr_scale * std::min(1.0, static_cast<double>(step + 1) / 20.0);
     if (o.active(fault::lr_100x, step)) lr *= 100.0;
     if (o.active(fault::lr_zero, step)) lr = 0.0;
     const double embed_lr = o.active(fault::embedding_lr_100x, step) ? 100.0 * lr : lr;
@@ -393,11 +394,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     timing.optimizer = since(t3);
     timing.total = since(t0);
     const double loss_value = ce.item<double>();
-    if (!o.active(step) && mode != stats_mode::none) {
-      layer_seconds.clear();
-      for (const auto& [name, seconds] : tap.layer_seconds) layer_seconds.push_back(seconds);
-      before_onset.add(timing.total, layer_seconds);
-    }
+    if (!o.active(step)) before_onset.add(timing.total);
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();
@@ -450,9 +447,13 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
                   1e3 * timing.backward, 1e3 * timing.optimizer);
       for (std::size_t i = 0; i < named.size(); ++i)
         if (named[i].value().grad().defined())
-          std::printf("    grad %-28s rms %.3g\n", named[i].key().c_str(), mldiag::compute_stats(named[i].value().grad()).rms());
+          std::printf("    %-32s grad rms %.3g  update/param %.3g\n", named[i].key().c_str(),
+                      mldiag::compute_stats(named[i].value().grad()).rms(),
+                      mldiag::compute_stats(update[i]).l2_norm() / mldiag::compute_stats(named[i].value().detach()).l2_norm());
     }
-    keep(r, step, mon.end_step());
+    const auto found = mon.end_step();
+    keep(r, step, found);
+    if (o.on_step) o.on_step(step, mon, found);
     monitor_seconds += since(tm);
     r.losses.push_back(loss_value);
   }

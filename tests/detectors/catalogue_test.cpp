@@ -202,6 +202,16 @@ TEST_CASE("lr_sanity: negative or NaN is critical and zero from the start is a w
   const auto h = run(end, 100, [](int step, mldiag::recorder& r, double&, double&) { r.record_lr(step < 80 ? 1e-3 : 0.0); });
   REQUIRE(h.size() == 1);
   CHECK(h.front().severity == mldiag::severity::info);
+  mldiag::detectors::lr_sanity warm;  // a linear warm-up from lr/20 and a cosine decay: smooth
+  CHECK(run(warm, 300, [](int step, mldiag::recorder& r, double&, double&) {
+    r.record_lr(step < 20 ? 1e-3 * (step + 1) / 20.0 : 1e-3 * 0.5 * (1.0 + std::cos(3.14159 * (step - 20) / 300.0)));
+  }).empty());
+  mldiag::detectors::lr_sanity jump;
+  const auto j = run(jump, 100, [](int step, mldiag::recorder& r, double&, double&) { r.record_lr(step >= 60 ? 0.3 : 3e-3); });
+  REQUIRE(j.size() == 1);
+  CHECK(j.front().symptom == "learning rate jumped");
+  CHECK(j.front().first_step == 60);
+  CHECK(j.front().evidence.back().second == doctest::Approx(100.0));
   mldiag::detectors::lr_sanity big;
   CHECK(run(big, 20, [](int, mldiag::recorder& r, double&, double&) { r.record_lr(5.0); }).front().symptom ==
         "learning rate absurdly large");

@@ -96,7 +96,8 @@ inline constexpr std::string_view detector_names[] = {
   }
   if (n == "lr_sanity") {
     using C = lr_sanity::config;
-    return configured<lr_sanity>(n, p, std::array{field<C>{"zero_steps", &C::zero_steps}, field<C>{"max_lr", &C::max_lr}});
+    return configured<lr_sanity>(n, p, std::array{field<C>{"zero_steps", &C::zero_steps}, field<C>{"max_lr", &C::max_lr},
+                                                  field<C>{"max_jump", &C::max_jump}});
   }
   if (n == "initial_loss") {
     using C = initial_loss::config;

@@ -197,12 +197,14 @@ class divergence {
 /// `zero_steps` steps in a row before it was ever positive (warning; schedules may start at
 /// exactly 0 for a step or two, and llm.c's decays to exactly 0 at the end, which is info), or
 /// above `max_lr` (warning; 1.0 is already far above Adam's usual 1e-4..1e-2 and SGD's
-/// 0.01..0.5). Reports onsets.
+/// 0.01..0.5), or that changes by more than `max_jump` (10x) from one step to the next
+/// (warning; schedules move smoothly). Reports onsets.
 class lr_sanity {
  public:
   struct config {
     std::size_t zero_steps = 10;
     double max_lr = 1.0;
+    double max_jump = 10.0;  ///< a change by more than this factor in one step (either way)
   };
   lr_sanity() : lr_sanity(config{}) {}
   explicit lr_sanity(config c) : c_(c) {}
@@ -226,13 +228,23 @@ class lr_sanity {
       out.push_back(make_finding(question::convergence, "learning rate absurdly large", severity::warning, o.now.step,
                                  name(), {{"lr", lr}, {"max_lr", c_.max_lr}}));
     }
+    // A schedule moves smoothly (warm-up, decay); a jump by 10x in one step is a bug — a
+    // scheduler restored with the wrong state on resume, a group given the wrong factor.
+    const bool jumped = previous_ > 0.0 && lr > 0.0 && std::isfinite(lr) &&
+                        (lr > c_.max_jump * previous_ || previous_ > c_.max_jump * lr);
+    if (jump_.rise(jumped)) {
+      out.push_back(make_finding(question::convergence, "learning rate jumped", severity::warning, o.now.step, name(),
+                                 {{"lr", lr}, {"previous_lr", previous_}, {"factor", lr / previous_}}));
+    }
+    previous_ = std::isfinite(lr) ? lr : previous_;
   }
 
  private:
   config c_;
   std::size_t zero_run_ = 0;
   bool seen_positive_ = false;
-  edge invalid_, zero_, large_;
+  double previous_ = 0.0;
+  edge invalid_, zero_, large_, jump_;
 };
 
 /// Q1: the first recorded loss of a cross-entropy classifier far from ln(classes), the loss of
@@ -463,7 +475,8 @@ class oscillation {
 /// Q1: dead activations — an activation tensor whose fraction of exact zeros exceeds
 /// `max_zero_fraction` (default 0.99: dead ReLUs). Not lower: healthy ReLU feed-forward layers
 /// of transformers are sparse — about 97% zeros in trained T5 ("The Lazy Neuron Phenomenon",
-/// Li et al. 2022), and 95-96% in the examples' transformer after 200 steps. Reports onsets;
+/// Li et al. 2022), and 95-96% in the examples' transformer after 200 steps. Critical when a
+/// tensor is entirely zero (nothing passes through it). Reports onsets;
 /// the location ranks the tensors by zero fraction.
 class dead_activations {
  public:
@@ -481,8 +494,9 @@ class dead_activations {
       worst = z > worst ? z : worst;
     }
     if (!fired_.rise(worst > c_.max_zero_fraction)) return;
-    finding f = make_finding(question::convergence, "dead activations", severity::warning, o.now.step, name(),
-                             {{"max_zero_fraction", worst}});
+    // A tensor with no non-zero value at all is a layer that passes nothing on: critical.
+    finding f = make_finding(question::convergence, "dead activations", worst >= 1.0 ? severity::critical : severity::warning,
+                             o.now.step, name(), {{"max_zero_fraction", worst}});
     for (const auto& a : o.now.activations) {
       const double z = a.stats.count ? static_cast<double>(a.stats.zeros) / static_cast<double>(a.stats.count) : 0.0;
       if (z > c_.max_zero_fraction) f.where.emplace_back("act/" + std::string(o.names[a.id]), z);

@@ -99,6 +99,7 @@ struct diagnosis_state {
   std::vector<hypothesis> rejected;
   std::unique_ptr<hypothesis> confirmed;
   std::vector<std::string> log;  ///< phase by phase, for the report
+  std::vector<std::string> focus;  ///< the symptoms that opened the diagnosis
 };
 
 /// Phase 1: collect the evidence for the question and record a baseline, including the
@@ -107,6 +108,8 @@ class evidence_phase {
  public:
   evidence_phase(question q, std::vector<finding> opened_by) : s_(std::make_unique<diagnosis_state>()) {
     s_->q = q;
+    for (const auto& f : opened_by)
+      if (std::find(s_->focus.begin(), s_->focus.end(), f.symptom) == s_->focus.end()) s_->focus.push_back(f.symptom);
     s_->current.findings = std::move(opened_by);
     s_->log.push_back("phase 1 (evidence): opened for " + std::string(name(q)));
   }
@@ -206,7 +209,7 @@ class hypothesis_phase {
 
   /// Decides from a variant run you made yourself (same checks as the baseline).
   outcome conclude(evidence_summary variant) && {
-    const bool confirmed = better(variant, s_->baseline);
+    const bool confirmed = better(variant, s_->baseline, s_->focus);
     const hypothesis& h = *s_->confirmed;
     s_->log.push_back("phase 3 (hypothesis): '" + h.cause + "' " + (confirmed ? "confirmed" : "rejected") +
                       " (" + h.change.variable + " " + std::to_string(h.change.from) + " -> " +
@@ -311,7 +314,7 @@ inline next<evidence_phase, on_baseline> evidence_phase::with_baseline(evidence_
 }
 
 inline fix_phase::outcome fix_phase::verify(evidence_summary after_fix) && {
-  const bool ok = better(after_fix, s_->baseline);
+  const bool ok = better(after_fix, s_->baseline, s_->focus);
   s_->log.push_back(std::string("phase 4 (fix and verify): ") + (ok ? "better than the baseline: resolved"
                                                                      : "not better than the baseline: back to phase 2"));
   s_->current = std::move(after_fix);

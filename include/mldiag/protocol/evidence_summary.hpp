@@ -94,11 +94,19 @@ struct evidence_summary {
   return e;
 }
 
-/// Whether `variant` is better than `base` on the same checks: it clears at least one of the
-/// base's symptoms, raises none the base did not have, and its recent loss is not higher.
-[[nodiscard]] inline bool better(const evidence_summary& variant, const evidence_summary& base) {
+/// Whether `variant` is better than `base` on the same checks: it clears the symptoms in
+/// `focus` (those that opened the diagnosis; when `focus` is empty, at least one of the base's
+/// symptoms), raises none the base did not have, and its recent loss is not higher. The focus
+/// matters: a change that removes a side symptom (a smaller learning rate softening the loss
+/// spike a dead layer causes) has not fixed the problem under diagnosis.
+[[nodiscard]] inline bool better(const evidence_summary& variant, const evidence_summary& base,
+                                 std::span<const std::string> focus = {}) {
   bool cleared = false;
-  for (const auto& f : base.findings) cleared = cleared || !variant.has(f.symptom);
+  if (focus.empty()) {
+    for (const auto& f : base.findings) cleared = cleared || !variant.has(f.symptom);
+  } else {
+    cleared = std::none_of(focus.begin(), focus.end(), [&](const std::string& s) { return variant.has(s); });
+  }
   for (const auto& f : variant.findings)
     if (!base.has(f.symptom)) return false;
   const bool loss_ok = !(variant.recent_loss > base.recent_loss) || std::isnan(base.recent_loss);

@@ -21,8 +21,8 @@ struct pattern_row {
   std::string_view first_action;
 };
 
-/// Loss not decreasing (6 rows), efficiency (4 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 14> pattern_tables{{
+/// Loss not decreasing (6 rows), efficiency (5 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 15> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike"}, "learning rate too high",
@@ -33,13 +33,16 @@ inline constexpr std::array<pattern_row, 14> pattern_tables{{
     {"loss not decreasing", {"vanishing gradients", "dead activations", "saturated activations"},
      "gradients do not reach early layers", "initialization",
      "check initialization scale and activations; add normalization or residual connections"},
-    {"loss not decreasing", {"initial loss far from ln(classes)", "", ""}, "wrong loss function or labels", "loss_function",
+    {"loss not decreasing", {"initial loss far from ln(classes)", "loss stuck at chance level", "loss input looks like probabilities"},
+     "wrong loss function or labels", "loss_function",
      "check the loss against the task and the labels' range on one batch by hand"},
     {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
     {"efficiency", {"input starvation", "", ""}, "the input pipeline cannot keep up", "data_loader_workers",
      "add loader workers, prefetch and pin memory; move decoding off the training process"},
+    {"efficiency", {"one layer dominates step time", "", ""}, "one layer is slow", "layer_implementation",
+     "profile that layer forward and backward; look for an unfused kernel, a debug path or a host sync"},
     {"efficiency", {"low MFU", "", ""}, "kernels too small or the wrong precision", "batch_size",
      "raise the micro-batch, use bf16 and fused kernels, check for host synchronizations"},
     {"efficiency", {"communication overhead", "straggler", ""}, "communication not overlapped", "gradient_bucketing",

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+// The flagship demo (the README's first command runs it): a transformer language model in
+// LibTorch — or, where LibTorch is absent, the Eigen MLP on the UCI digits — trained with a
+// planted fault; the monitor finds it; the diagnosis is walked through the four phases with
+// experiments that re-train with one change each; a text report in the terminal and the run's
+// JSON Lines on disk.
+#include "../common/faults.hpp"
+#include "../common/jsonl.hpp"
+#include "../eigen_mlp/mlp.hpp"
+#if MLDIAG_DEMO_HAS_TORCH
+#include "../torch_transformer/transformer.hpp"
+#endif
+
+#include <mldiag/protocol/diagnosis.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <variant>
+
+namespace {
+
+namespace p = mldiag::protocol;
+
+// One example behind one interface: train with options, into a monitor.
+struct demo_model {
+  std::string title, fault_story, bug_variable, cause;  // cause: a row of the pattern tables
+  double bug_value, fixed_value;  // the planted fault's magnitude, and the value without the fault
+  examples::run_options faulty;
+  std::function<examples::run_result(const examples::run_options&, mldiag::monitor&)> train;
+  std::function<mldiag::monitor_config()> settings;
+};
+
+void report(const examples::run_result& r) {
+  // Findings grouped by question: one line per symptom with its first step, how often it
+  // fired, where, and the numbers.
+  std::map<int, std::map<std::string, std::pair<const examples::seen_finding*, int>>> by_question;
+  for (const auto& s : r.findings) {
+    auto& slot = by_question[static_cast<int>(s.f.question)][s.f.symptom];
+    if (slot.first == nullptr) slot.first = &s;
+    ++slot.second;
+  }
+  std::printf("\n== report: %zu finding(s) at warning or above ==\n", r.findings.size());
+  for (const auto& [q, symptoms] : by_question) {
+    std::printf("%s\n", std::string(mldiag::name(static_cast<mldiag::question>(q))).c_str());
+    for (const auto& [symptom, first] : symptoms) {
+      const auto& f = first.first->f;
+      std::printf("  %-8s %-34s first at step %lld, %d time(s)", std::string(mldiag::name(f.severity)).c_str(), symptom.c_str(),
+                  static_cast<long long>(first.first->step), first.second);
+      if (!f.where.empty()) std::printf(", at %s", f.where.front().first.c_str());
+      std::printf("\n          ");
+      for (const auto& [k, v] : f.evidence) std::printf(" %s=%.4g", k.c_str(), v);
+      std::printf("   [%s]\n", f.detector.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::string out_dir = "mldiag-demo";
+  bool force_mlp = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
+    else if (a == "--mlp") force_mlp = true;
+    else {
+      std::fprintf(stderr, "mldiag: unknown flag %s\nusage: mldiag_demo [--out DIR] [--mlp]\n", a.c_str());
+      return 2;
+    }
+  }
+  std::filesystem::create_directories(out_dir);
+
+  demo_model m;
+  const auto digits = examples::mlp::load_digits(MLDIAG_DIGITS_CSV);
+#if MLDIAG_DEMO_HAS_TORCH
+  torch::set_num_threads(1);
+  const auto text = examples::lm::load_corpus(examples::lm::default_text);
+  if (!force_mlp) {
+    m.title = "a 4-block transformer LM (LibTorch, top-1 MoE) on " + text.source;
+    m.fault_story = "from step 100, one block's attention scores are multiplied by 50 (a scale applied twice)";
+    m.bug_variable = "attention_score_factor";
+    m.cause = "attention logits grow too large";
+    m.bug_value = 50.0;
+    m.fixed_value = 1.0;
+    m.faulty.planted = examples::fault::attention_temperature;
+    m.train = [&](const examples::run_options& o, mldiag::monitor& mon) { return examples::lm::train(o, mon, text); };
+    m.settings = [&] { return examples::lm::monitor_settings(text); };
+  }
+#endif
+  if (!m.train) {
+    m.title = "a hand-written Eigen MLP on " + digits.source;
+    m.fault_story = "at step 100, one layer's biases are pushed 50 below zero (its ReLUs die)";
+    m.bug_variable = "relu_bias_shift";
+    m.cause = "gradients do not reach early layers";
+    m.bug_value = 50.0;
+    m.fixed_value = 0.0;
+    m.faulty.planted = examples::fault::dead_relu;
+    m.faulty.seed = 2;
+    m.train = [&](const examples::run_options& o, mldiag::monitor& mon) { return examples::mlp::train(o, mon, digits); };
+    m.settings = [] { return examples::mlp::monitor_settings(); };
+  }
+  std::printf("mldiag flagship demo\nmodel: %s\nplanted fault: %s\n\n", m.title.c_str(), m.fault_story.c_str());
+
+  // The run, with its JSON Lines.
+  const std::string jsonl_path = out_dir + "/run.jsonl";
+  examples::jsonl_writer jsonl(jsonl_path);
+  examples::run_options o = m.faulty;
+  std::set<std::string> shown;
+  o.on_step = [&](std::int64_t step, const mldiag::monitor& mon, std::span<const mldiag::finding> found) {
+    jsonl.step(mon.evidence());
+    for (const auto& f : found) {
+      jsonl.finding(step, f);
+      // The terminal shows each symptom once per place; the JSON Lines keep every one.
+      if (f.severity >= mldiag::severity::warning &&
+          shown.insert(f.symptom + (f.where.empty() ? std::string() : f.where.front().first)).second)
+        std::printf("step %4lld  %s: %s%s%s\n", static_cast<long long>(step), std::string(mldiag::name(f.question)).c_str(),
+                    f.symptom.c_str(), f.where.empty() ? "" : " at ", f.where.empty() ? "" : f.where.front().first.c_str());
+    }
+    if (step % 50 == 0) std::printf("step %4lld  loss %.4f\n", static_cast<long long>(step), mon.evidence().current().loss);
+  };
+  mldiag::monitor mon(m.settings());
+  const auto run = m.train(o, mon);
+  if (!run.planted_layer.empty()) std::printf("(the fault was planted in %s)\n", run.planted_layer.c_str());
+  report(run);
+  if (mon.open_diagnoses() == 0) {
+    std::printf("mldiag: the monitor found nothing to diagnose\n");
+    return 1;
+  }
+
+  // The method, phase by phase, on the most severe diagnosis the run opened (ties: the lower
+  // question number, then the earlier one — the fault suite's rule for "reported first").
+  std::size_t pick = 0;
+  for (std::size_t i = 1; i < mon.open_diagnoses(); ++i) {
+    const auto& a = mon.opened_by(i);
+    const auto& b = mon.opened_by(pick);
+    if (a.severity > b.severity || (a.severity == b.severity && a.question < b.question)) pick = i;
+  }
+  const auto opened = mon.opened_by(pick);
+  std::printf("\n== diagnosis of '%s' (%s) ==\n", opened.symptom.c_str(), std::string(mldiag::name(opened.question)).c_str());
+  auto pattern = mon.take_diagnosis(pick).with_baseline(mon.baseline());
+  const auto where = pattern.where();
+  std::printf("phase 2: since step %lld, %s, %s", static_cast<long long>(where.since_step),
+              where.consistent ? "consistent" : "intermittent", where.all_tensors ? "all tensors" : "some tensors");
+  if (!where.where.empty()) std::printf(", first at %s", where.where.front().first.c_str());
+  std::printf("\n");
+  for (auto cause : pattern.candidates()) std::printf("phase 2: candidate cause: %s\n", std::string(cause).c_str());
+
+  // Phase 3: experiments re-train with exactly one change.
+  const p::experiment experiment = [&](const p::change& c) {
+    examples::run_options e = m.faulty;
+    if (c.variable == "learning_rate") e.lr_scale = c.to / c.from;
+    if (c.variable == m.bug_variable) e.fault_magnitude = c.to;
+    std::printf("  (experiment: %s %g -> %g, re-training)\n", c.variable.c_str(), c.from, c.to);
+    mldiag::monitor variant(m.settings());
+    (void)m.train(e, variant);
+    return variant.baseline();
+  };
+  auto first = std::move(pattern)
+                   .propose({"learning rate too high", "the symptom appeared mid-run", {"learning_rate", 1.0, 0.1}})
+                   .test(experiment);
+  if (first.index() != 1) {
+    std::printf("mldiag: the demo expected the learning-rate hypothesis to be rejected\n");
+    return 1;
+  }
+  auto second = std::get<1>(std::move(first))
+                    .propose({m.cause, "the finding names one layer, from one step on", {m.bug_variable, m.bug_value, m.fixed_value}})
+                    .test(experiment);
+  if (second.index() != 0) {
+    std::printf("mldiag: the demo expected the second hypothesis to be confirmed\n");
+    return 1;
+  }
+  auto fix = std::get<0>(std::move(second));
+  for (auto action : fix.fixes()) std::printf("phase 4: first action: %s\n", std::string(action).c_str());
+  examples::run_options fixed = m.faulty;
+  fixed.fault_magnitude = m.fixed_value;
+  mldiag::monitor after(m.settings());
+  (void)m.train(fixed, after);
+  auto verified = std::move(fix).verify(after.baseline());
+  const auto& state = std::visit([](const auto& phase) -> const p::diagnosis_state& { return phase.state(); }, verified);
+  std::printf("\n== diagnosis log ==\n");
+  for (const auto& line : state.log) std::printf("%s\n", line.c_str());
+  std::printf("\nreport files: %s (JSON Lines: one line per step, one per finding)\n", jsonl_path.c_str());
+  return verified.index() == 0 ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 2;
+}
