@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -61,10 +62,23 @@ double stats_bytes_per_step(const examples::lm::corpus& text, const examples::lm
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  examples::lm::shape shape;  // the examples' transformer; --batch and --context change it
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) shape.batch = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--context") == 0 && i + 1 < argc) shape.context = std::atoll(argv[++i]);
+    else {
+      std::fprintf(stderr, "mldiag: unknown flag %s\nusage: mldiag-bench-overhead [--quick] [--batch N] [--context N]\n", argv[i]);
+      return 2;
+    }
+  }
+  if (shape.batch < 1 || shape.context < 2) {
+    std::fprintf(stderr, "mldiag: --batch must be >= 1 and --context >= 2\n");
+    return 2;
+  }
   torch::set_num_threads(1);
   const auto text = examples::lm::load_corpus(examples::lm::default_text);
-  const examples::lm::shape shape;
   examples::run_options o;
   o.steps = quick ? 20 : 200;
   o.seed = 7;
@@ -104,10 +118,10 @@ int main(int argc, char** argv) try {
     std::printf("%-12s %14.3f %16.3f %11.2f%%\n", r.name, r.step_ms, r.stats_ms, 100.0 * r.stats_ms / r.step_ms);
   std::printf("%-12s %14s %16.3f %11.2f%%   (%.2f MB per step at %.1f GB/s read bandwidth)\n", "ceiling", "-", ceiling_ms,
               100.0 * ceiling_ms / step_ms, bytes / 1e6, gbs);
-  std::printf("{\"bench\":\"overhead\",\"quick\":%s,\"steps\":%lld,\"step_ms\":%.4f,\"monitor_ms\":%.4f,"
+  std::printf("{\"bench\":\"overhead\",\"quick\":%s,\"tokens_per_step\":%lld,\"steps\":%lld,\"step_ms\":%.4f,\"monitor_ms\":%.4f,"
               "\"monitor_base_ms\":%.4f,\"torch_peer_ms\":%.4f,\"ceiling_ms\":%.4f,\"bytes_per_step\":%.0f,"
               "\"read_gbs\":%.2f,\"monitor_overhead_fraction\":%.5f,\"torch_peer_overhead_fraction\":%.5f}\n",
-              quick ? "true" : "false", static_cast<long long>(o.steps), step_ms, rows[1].stats_ms, base_stats,
+              quick ? "true" : "false", static_cast<long long>(shape.batch * shape.context), static_cast<long long>(o.steps), step_ms, rows[1].stats_ms, base_stats,
               rows[2].stats_ms, ceiling_ms, bytes, gbs, mldiag_fraction, torch_fraction);
   return 0;
 } catch (const std::exception& e) {

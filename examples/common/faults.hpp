@@ -37,7 +37,7 @@ enum class fault {
   attention_temperature,  ///< one layer's attention scores times 50 (entropy collapse)
   router_collapse,        ///< one MoE router biased onto a single expert
   embedding_lr_100x,      ///< the embedding's learning rate times 100
-  residual_scale,         ///< one block's residual branch times 10
+  residual_scale,         ///< one block's residual branch times 30
   frozen_layer,           ///< one layer left out of the optimizer
   input_starvation,       ///< data loading sleeps far longer than a step
   slow_layer,             ///< one layer's forward made slow

@@ -103,7 +103,7 @@ struct forward_faults {
   int attention_hot_block = -1;   ///< scores x `attention_factor` (50) in this block
   double attention_factor = 50.0;
   int router_biased_block = -1;   ///< router logit of expert 0 + 10 in this block
-  int residual_scaled_block = -1; ///< residual branch x 10 in this block
+  int residual_scaled_block = -1; ///< residual branch x 30 in this block
   int slow_block = -1;            ///< this block spins for `slow_seconds` (a step's time)
   double slow_seconds = 0.0;
 };
@@ -138,7 +138,7 @@ struct block_impl : torch::nn::Module {
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal.slice(0, 0, T).slice(1, 0, T), -INFINITY);
     auto attn = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, s_.d});
     auto write = proj(attn);
-    auto h = x + (index_ == f.residual_scaled_block ? 10.0 * write : write);
+    auto h = x + (index_ == f.residual_scaled_block ? 30.0 * write : write);
     // Feed-forward: dense ReLU MLP, or top-1 mixture of experts.
     auto u = ln2(h);
     torch::Tensor ff;
@@ -166,7 +166,7 @@ struct block_impl : torch::nn::Module {
       if (tap) tap->routers.push_back({name + ".router", logits.detach(), choice.detach()});
       ff = out.view({B, T, s_.d});
     }
-    auto y = h + (index_ == f.residual_scaled_block ? 10.0 * ff : ff);
+    auto y = h + (index_ == f.residual_scaled_block ? 30.0 * ff : ff);
     if (tap) {
       tap->attention.emplace_back(name + ".attn", scores.detach());
       tap->tensors.push_back({mldiag::role::residual_input, name, x.detach()});
@@ -445,6 +445,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
       std::printf("  step %lld loss %.4f lr %.3g data %.2f ms forward %.2f ms backward %.2f ms optimizer %.2f ms\n",
                   static_cast<long long>(step), loss_value, lr, 1e3 * timing.data_wait, 1e3 * timing.forward,
                   1e3 * timing.backward, 1e3 * timing.optimizer);
+      for (std::size_t i = 0; i + 1 < tap.tensors.size(); ++i)
+        if (tap.tensors[i].role == mldiag::role::residual_input)
+          std::printf("    %-32s residual write ratio %.3f\n", tap.tensors[i].name.c_str(),
+                      mldiag::compute_stats(tap.tensors[i + 1].t).l2_norm() / mldiag::compute_stats(tap.tensors[i].t).l2_norm());
       for (std::size_t i = 0; i < named.size(); ++i)
         if (named[i].value().grad().defined())
           std::printf("    %-32s grad rms %.3g  update/param %.3g\n", named[i].key().c_str(),
