@@ -142,6 +142,21 @@ inline void keep(run_result& r, std::int64_t step, std::span<const mldiag::findi
     if (f.severity >= mldiag::severity::warning) r.findings.push_back({step, f});
 }
 
+/// Ends a run's step: the monitor's end_step(), the findings kept, the step hook, the loss.
+inline void close_step(run_result& r, const run_options& o, mldiag::monitor& mon, std::int64_t step, double loss) {
+  const auto found = mon.end_step();
+  keep(r, step, found);
+  if (o.on_step) o.on_step(step, mon, found);
+  r.losses.push_back(loss);
+}
+
+/// The per-step times of a run that took `total` seconds, `monitor` of them in the monitor.
+inline void finish(run_result& r, double total, double monitor) {
+  const auto steps = static_cast<double>(r.losses.empty() ? 1 : r.losses.size());
+  r.seconds_per_step = (total - monitor) / steps;
+  r.monitor_seconds_per_step = monitor / steps;
+}
+
 /// Parses the flags every example shares; unknown flags are errors that list the known ones.
 inline run_options parse_options(int argc, char** argv, std::string_view program) {
   run_options o;
@@ -220,6 +235,16 @@ inline void print_finding(std::FILE* out, const seen_finding& s) {
   for (std::size_t i = 0; i < s.f.evidence.size() && i < 3; ++i)
     std::fprintf(out, "  %s=%.4g", s.f.evidence[i].first.c_str(), s.f.evidence[i].second);
   std::fputc('\n', out);
+}
+
+/// What an example's main prints after its run.
+inline void print_run(const run_result& r) {
+  if (!r.planted_layer.empty()) std::printf("planted in layer: %s\n", r.planted_layer.c_str());
+  for (std::size_t i = 0; i < r.losses.size(); i += r.losses.size() / 10 + 1) std::printf("step %4zu  loss %.4f\n", i, r.losses[i]);
+  std::printf("final loss %.4f; %.3f ms/step training, %.3f ms/step monitor\n", r.losses.back(), 1e3 * r.seconds_per_step,
+              1e3 * r.monitor_seconds_per_step);
+  std::printf("findings (warning and above): %zu\n", r.findings.size());
+  for (const auto& f : r.findings) print_finding(stdout, f);
 }
 
 }  // namespace examples

@@ -15,13 +15,7 @@ int main(int argc, char** argv) try {
   std::printf("\n");
   mldiag::monitor mon(examples::mlp::monitor_settings());
   const auto r = examples::mlp::train(o, mon, data);
-  if (!r.planted_layer.empty()) std::printf("planted in layer: %s\n", r.planted_layer.c_str());
-  for (std::size_t i = 0; i < r.losses.size(); i += r.losses.size() / 10 + 1)
-    std::printf("step %4zu  loss %.4f\n", i, r.losses[i]);
-  std::printf("final loss %.4f; %.3f ms/step training, %.3f ms/step monitor\n", r.losses.back(),
-              1e3 * r.seconds_per_step, 1e3 * r.monitor_seconds_per_step);
-  std::printf("findings (warning and above): %zu\n", r.findings.size());
-  for (const auto& f : r.findings) examples::print_finding(stdout, f);
+  examples::print_run(r);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

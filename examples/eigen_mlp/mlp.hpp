@@ -265,15 +265,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       mon.observe_layer_time(n, layer_seconds[static_cast<std::size_t>(l)]);
     }
     mon.observe(mldiag::role::activation, "logits", loss_input);
-    const auto found = mon.end_step();
-    keep(r, step, found);
-    if (o.on_step) o.on_step(step, mon, found);
+    close_step(r, o, mon, step, loss);
     monitor_seconds += since(tm);
-    r.losses.push_back(loss);
   }
-  const double total = since(run_start);
-  r.seconds_per_step = (total - monitor_seconds) / static_cast<double>(o.steps);
-  r.monitor_seconds_per_step = monitor_seconds / static_cast<double>(o.steps);
+  finish(r, since(run_start), monitor_seconds);
   return r;
 }
 

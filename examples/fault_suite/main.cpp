@@ -43,6 +43,7 @@ struct verdict {
   std::string question, symptom, location;
   int alarms_before_onset = 0;  // findings before a fault existed: false alarms too
   int healthy_alarms = 0;       // findings in a healthy run
+  std::string false_alarm;      // the first false alarm, as a person reads it
 };
 
 // "grad/blocks.1.qkv.weight" -> "blocks.1.qkv.weight"
@@ -62,8 +63,13 @@ verdict judge(const examples::run_result& r) {
   v.example = r.example;
   v.planted = r.options.planted;
   v.seed = r.options.seed;
+  auto describe = [](const examples::seen_finding& s) {
+    return std::string(mldiag::name(s.f.question)).substr(0, 2) + ": " + s.f.symptom + " at step " + std::to_string(s.step) +
+           (s.f.where.empty() ? "" : " at " + s.f.where.front().first);
+  };
   if (v.planted == fault::none) {
     v.healthy_alarms = static_cast<int>(r.findings.size());
+    if (!r.findings.empty()) v.false_alarm = describe(r.findings.front());
     return v;
   }
   const std::int64_t onset = r.options.onset_step();
@@ -72,7 +78,7 @@ verdict judge(const examples::run_result& r) {
   const examples::seen_finding* first = nullptr;
   for (const auto& s : r.findings) {
     if (s.step < onset) {
-      ++v.alarms_before_onset;
+      if (v.alarms_before_onset++ == 0) v.false_alarm = describe(s);
       continue;
     }
     if (first == nullptr) first = &s;
@@ -235,6 +241,7 @@ int main(int argc, char** argv) try {
   int faulted = 0, detected = 0, right = 0, located = 0, with_layer = 0, healthy_runs = 0, healthy_alarmed = 0,
       before_onset = 0;
   std::vector<double> steps;
+  std::vector<std::string> false_alarms;
   std::map<std::pair<std::string, int>, std::vector<const verdict*>> rows;
   for (const auto& v : verdicts) rows[{v.example, static_cast<int>(v.planted)}].push_back(&v);
   for (const auto& [key, vs] : rows) {
@@ -255,6 +262,7 @@ int main(int argc, char** argv) try {
       }
       alarms += f == fault::none ? (v->healthy_alarms > 0) : 0;
       before_onset += v->alarms_before_onset;
+      if (!v->false_alarm.empty()) false_alarms.push_back(v->example + " seed " + std::to_string(v->seed) + ": " + v->false_alarm);
     }
     const int n = static_cast<int>(vs.size());
     std::string first;
@@ -286,6 +294,7 @@ int main(int argc, char** argv) try {
               recall, detected, faulted, right_q, top1, located, with_layer, med);
   std::printf("healthy runs %d, with a finding at warning or above: %d; findings before the onset in faulted runs: %d\n",
               healthy_runs, healthy_alarmed, before_onset);
+  for (const auto& a : false_alarms) std::printf("  false alarm: %s\n", a.c_str());
   std::printf("{\"bench\":\"fault_suite\",\"quick\":%s,\"faulted_runs\":%d,\"recall\":%.4f,\"right_question\":%.4f,"
               "\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"healthy_runs\":%d,\"healthy_false_alarms\":%d,"
               "\"false_alarms_before_onset\":%d}\n",

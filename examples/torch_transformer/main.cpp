@@ -21,13 +21,8 @@ int main(int argc, char** argv) try {
   std::printf("\n");
   mldiag::monitor mon(examples::lm::monitor_settings(text));
   const auto r = examples::lm::train(o, mon, text, s);
-  if (!r.planted_layer.empty()) std::printf("planted in layer: %s\n", r.planted_layer.c_str());
-  for (std::size_t i = 0; i < r.losses.size(); i += r.losses.size() / 10 + 1)
-    std::printf("step %4zu  loss %.4f\n", i, r.losses[i]);
-  std::printf("final loss %.4f (ln vocab %.4f); %.2f ms/step training, %.3f ms/step monitor\n", r.losses.back(),
-              std::log(static_cast<double>(text.vocab)), 1e3 * r.seconds_per_step, 1e3 * r.monitor_seconds_per_step);
-  std::printf("findings (warning and above): %zu\n", r.findings.size());
-  for (const auto& f : r.findings) examples::print_finding(stdout, f);
+  std::printf("chance level: ln %lld = %.4f\n", static_cast<long long>(text.vocab), std::log(static_cast<double>(text.vocab)));
+  examples::print_run(r);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -455,15 +455,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
                       mldiag::compute_stats(named[i].value().grad()).rms(),
                       mldiag::compute_stats(update[i]).l2_norm() / mldiag::compute_stats(named[i].value().detach()).l2_norm());
     }
-    const auto found = mon.end_step();
-    keep(r, step, found);
-    if (o.on_step) o.on_step(step, mon, found);
+    close_step(r, o, mon, step, loss_value);
     monitor_seconds += since(tm);
-    r.losses.push_back(loss_value);
   }
-  const double total = since(run_start);
-  r.seconds_per_step = (total - monitor_seconds) / static_cast<double>(o.steps);
-  r.monitor_seconds_per_step = monitor_seconds / static_cast<double>(o.steps);
+  finish(r, since(run_start), monitor_seconds);
   if (peer_sink == -1.0) std::puts("");  // keeps the peer's results observable
   return r;
 }
