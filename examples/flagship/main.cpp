@@ -62,7 +62,7 @@ void report(const examples::run_result& r) {
 
 int main(int argc, char** argv) try {
   std::string out_dir = "mldiag-demo";
-  bool force_mlp = false;
+  [[maybe_unused]] bool force_mlp = false;  // read only where LibTorch is
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
