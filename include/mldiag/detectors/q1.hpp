@@ -475,7 +475,8 @@ class oscillation {
 /// Q1: dead activations — an activation tensor whose fraction of exact zeros exceeds
 /// `max_zero_fraction` (default 0.99: dead ReLUs). Not lower: healthy ReLU feed-forward layers
 /// of transformers are sparse — about 97% zeros in trained T5 ("The Lazy Neuron Phenomenon",
-/// Li et al. 2022), and 95-96% in the examples' transformer after 200 steps. Critical when a
+/// Li et al. 2022), and 95-97% in the examples' transformer after 200 steps while it was being
+/// calibrated (AdamW 3e-3). Critical when a
 /// tensor is entirely zero (nothing passes through it). Reports onsets;
 /// the location ranks the tensors by zero fraction.
 class dead_activations {
@@ -604,8 +605,9 @@ class frozen_parameters {
 /// recorded with role::update under the same name): above `max_ratio` (1) or below
 /// `min_ratio` (1e-7) for `sustain` steps. A rule of thumb puts healthy SGD values near 1e-3
 /// (Karpathy, CS231n notes), but Adam moves every element by about the learning rate whatever
-/// its size, so small-initialized matrices see 0.1-0.5 early in healthy runs (GPT-2's residual
-/// projections, std 0.02/sqrt(2L), at lr 3e-3; the examples' transformer: 0.13 at step 10).
+/// its size, so small-initialized matrices see about 0.1 early in healthy runs (the examples'
+/// transformer, residual projections at std 0.02/sqrt(2L): 0.13 at step 10 with AdamW 3e-3,
+/// 0.08 at step 20 with its final 1e-3).
 /// The upper bound is therefore an update as large as the tensor itself. The rule is about weight matrices: tensors with fewer than `min_elements` (256)
 /// elements — biases, norm gains — are skipped, because a bias that starts at zero has a
 /// ratio near 1 for its first steps and an output bias keeps a large one (the examples'
