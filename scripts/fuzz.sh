@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds every fuzz/fuzz_*.cpp with clang's libFuzzer (+ ASan, UBSan) and runs each for a
+# bounded time on its seed corpus (fuzz/corpus/<name>/, copied: the seeds stay as committed).
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 30 s, every target)
+#
+# Needs clang and libclang-rt-14-dev (Debian). A crash, leak or sanitizer report fails the
+# script and leaves the reproducer in build-fuzz/<name>/crash-*.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+seconds="${1:-30}"
+shift || true
+out="$root/build-fuzz"
+mkdir -p "$out"
+cxx="${MLDIAG_FUZZ_CXX:-clang++}"
+if ! command -v "$cxx" > /dev/null; then
+  echo "mldiag: fuzzing needs clang++ (apt-get install clang libclang-rt-14-dev)" >&2
+  exit 2
+fi
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in "$root"/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp | sed 's/^fuzz_//')"); done
+fi
+for name in "${targets[@]}"; do
+  src="$root/fuzz/fuzz_$name.cpp"
+  bin="$out/fuzz_$name"
+  echo "== fuzz_$name: building"
+  "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root/include" -I"$root/tools" "$src" -o "$bin" $(pkg-config --libs zlib 2>/dev/null || echo -lz) \
+    -DMLDIAG_CLI_HAS_ZLIB=1
+  work="$out/$name"
+  rm -rf "$work" && mkdir -p "$work/corpus"
+  if [ -d "$root/fuzz/corpus/$name" ]; then cp -r "$root/fuzz/corpus/$name/." "$work/corpus/"; fi
+  echo "== fuzz_$name: running for ${seconds} s"
+  (cd "$work" && "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 corpus \
+     > "$work/log.txt" 2>&1) || { tail -40 "$work/log.txt"; echo "mldiag: fuzz_$name failed; reproducer in $work"; exit 1; }
+  grep -E "^(stat::number_of_executed_runs|stat::peak_rss_mb)" "$work/log.txt" | sed "s/^/   fuzz_$name /" || true
+  echo "== fuzz_$name: ok"
+done
