@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: Apache-2.0
+/// JSON Lines: a sink that writes a run as it goes (one line per step, one per finding, one
+/// per diagnosis line) and a reader that turns such a file back into a `run_log`.
+/// The schema is documented in docs/formats.md (schema version 1).
+#pragma once
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/detectors/finding.hpp"
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/report/json.hpp"
+#include "mldiag/report/run_log.hpp"
+#include "mldiag/version.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>  // std::strerror
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+namespace mldiag::report {
+
+/// The JSON Lines schema version this code writes and reads (docs/formats.md).
+inline constexpr int jsonl_schema = 1;
+
+namespace detail {
+
+/// A JSON number; non-finite values as the bare tokens Python's json module and pandas read
+/// (`NaN`, `Infinity`, `-Infinity`). 17 significant digits: doubles round-trip exactly.
+inline void append_number(std::string& out, double v) {
+  if (std::isnan(v)) out += "NaN";
+  else if (std::isinf(v)) out += v > 0 ? "Infinity" : "-Infinity";
+  else fmt::format_to(std::back_inserter(out), "{}", v);  // shortest round-trip form
+}
+
+inline void append_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
+        else out += c;
+    }
+  }
+  out += '"';
+}
+
+/// The phase a diagnosis log line was written in, from its "phase N" prefix (escalation lines
+/// belong to phase 3).
+inline int phase_of(std::string_view line) noexcept {
+  if (line.size() >= 7 && line.substr(0, 6) == "phase " && line[6] >= '1' && line[6] <= '4') return line[6] - '0';
+  if (line.substr(0, 8) == "escalate") return 3;
+  return 0;
+}
+
+}  // namespace detail
+
+/// Metric-name prefixes of the tensor roles, as they appear in a step line
+/// (`grad/<tensor>/norm`, ...).
+[[nodiscard]] constexpr std::string_view metric_prefix(role r) noexcept {
+  switch (r) {
+    case role::gradient: return "grad";
+    case role::parameter: return "param";
+    case role::activation: return "act";
+    case role::residual_input: return "residual_in";
+    case role::block_output: return "block_out";
+    case role::update: return "update";
+  }
+  return "tensor";
+}
+
+/// Appends the step line of a closed step (the recorder's current snapshot) to `out`,
+/// without the newline. Keys: docs/formats.md.
+inline void append_step_line(std::string& out, const snapshot& s, const name_table& names) {
+  fmt::format_to(std::back_inserter(out), "{{\"step\":{}", s.step);
+  auto field = [&](std::string_view key, double v) {
+    out += ',';
+    detail::append_string(out, key);
+    out += ':';
+    detail::append_number(out, v);
+  };
+  auto named = [&](std::string_view prefix, std::uint32_t id, std::string_view suffix) {
+    std::string key(prefix);
+    key += '/';
+    key += names[id];
+    if (!suffix.empty()) {
+      key += '/';
+      key += suffix;
+    }
+    return key;
+  };
+  if (s.has_loss) field("loss", s.loss);
+  if (s.has_val_loss) field("val_loss", s.val_loss);
+  if (s.has_lr) field("lr", s.lr);
+  if (s.has_loss_scale) field("loss_scale", s.loss_scale);
+  if (!std::isnan(s.grad_norm) || !s.gradients.empty()) field("grad/global_norm", s.global_grad_norm());
+  for (const role r : {role::gradient, role::parameter, role::activation, role::residual_input, role::block_output, role::update}) {
+    for (const auto& t : s.of(r)) {
+      field(named(metric_prefix(r), t.id, "norm"), t.stats.l2_norm());
+      if (t.stats.non_finite() > 0) field(named(metric_prefix(r), t.id, "nonfinite"), static_cast<double>(t.stats.non_finite()));
+      if (r == role::activation && t.stats.count > 0)
+        field(named("act", t.id, "zero_fraction"), static_cast<double>(t.stats.zeros) / static_cast<double>(t.stats.count));
+    }
+  }
+  for (const auto& [id, d] : s.drift) field(named("drift", id, ""), d);
+  for (const auto& a : s.attention) {
+    if (a.stats.rows == 0) continue;
+    field(named("attn", a.id, "entropy"), a.stats.mean());
+    field(named("attn", a.id, "normalized_entropy"), a.stats.normalized_mean());
+  }
+  for (const auto& r : s.routers) {
+    field(named("router", r.id, "max_over_mean"), r.max_over_mean);
+    field(named("router", r.id, "dead_experts"), static_cast<double>(r.dead));
+    field(named("router", r.id, "normalized_entropy"), r.normalized_entropy);
+  }
+  const auto& t = s.timings;
+  for (const auto& [key, v] : {std::pair{"time/data_wait", t.data_wait}, std::pair{"time/forward", t.forward},
+                               std::pair{"time/backward", t.backward}, std::pair{"time/optimizer", t.optimizer},
+                               std::pair{"time/communication", t.communication}, std::pair{"time/step", t.total}}) {
+    if (!std::isnan(v)) field(key, v);
+  }
+  for (const auto& l : s.layer_times) field(named("time/layer", l.id, ""), l.seconds);
+  const auto& m = s.memory;
+  for (const auto& [key, v] : {std::pair{"memory/allocated", m.allocated}, std::pair{"memory/reserved", m.reserved},
+                               std::pair{"memory/peak", m.peak}, std::pair{"memory/capacity", m.capacity}}) {
+    if (!std::isnan(v)) field(key, v);
+  }
+  out += '}';
+}
+
+/// Appends a finding line (without the newline): the step it was delivered at and the finding.
+inline void append_finding_line(std::string& out, std::int64_t step, const finding& f) {
+  fmt::format_to(std::back_inserter(out), "{{\"step\":{},\"finding\":{{\"question\":{},\"symptom\":", step,
+                 static_cast<int>(f.question));
+  detail::append_string(out, f.symptom);
+  out += ",\"severity\":";
+  detail::append_string(out, name(f.severity));
+  fmt::format_to(std::back_inserter(out), ",\"first_step\":{},\"last_step\":{},\"location\":[", f.first_step, f.last_step);
+  for (std::size_t i = 0; i < f.where.size(); ++i) {
+    out += i ? ",{\"name\":" : "{\"name\":";
+    detail::append_string(out, f.where[i].first);
+    out += ",\"score\":";
+    detail::append_number(out, f.where[i].second);
+    out += '}';
+  }
+  out += "],\"evidence\":{";
+  for (std::size_t i = 0; i < f.evidence.size(); ++i) {
+    if (i) out += ',';
+    detail::append_string(out, f.evidence[i].first);
+    out += ':';
+    detail::append_number(out, f.evidence[i].second);
+  }
+  out += "},\"detector\":";
+  detail::append_string(out, f.detector);
+  out += "}}";
+}
+
+/// Writes a run as JSON Lines while it goes: a header line, then `step()` after each
+/// `end_step()`, `finding()` for each finding, `diagnosis()` for each line of a diagnosis
+/// log. Each line is flushed when written, so a run that crashes keeps its log up to the
+/// crash. Writing a step formats into a reused buffer: no allocation once the largest step
+/// has been seen.
+///
+/// **Example**
+/// ```cpp
+/// mldiag::report::jsonl_sink jsonl("run.jsonl", "my run");
+/// mon.add_sink([&](const mldiag::finding& f) { jsonl.finding(mon.evidence().current().step, f); });
+/// // in the loop, after mon.end_step():
+/// jsonl.step(mon.evidence());
+/// ```
+class jsonl_sink {
+ public:
+  /// Opens (truncates) `path` and writes the header line. Throws mldiag::error naming the
+  /// file when it cannot be written.
+  explicit jsonl_sink(const std::filesystem::path& path, std::string_view title = {})
+      : path_(path.string()), f_(std::fopen(path_.c_str(), "w")) {
+    if (f_ == nullptr)
+      throw error(path_ + ": cannot write (" + std::strerror(errno) + "); check that the folder exists and is writable");
+    line_.reserve(4096);
+    line_ = fmt::format("{{\"mldiag\":{{\"schema\":{},\"version\":\"{}.{}.{}\",\"title\":", jsonl_schema, MLDIAG_VERSION_MAJOR,
+                        MLDIAG_VERSION_MINOR, MLDIAG_VERSION_PATCH);
+    detail::append_string(line_, title);
+    line_ += "}}";
+    write();
+  }
+  jsonl_sink(const jsonl_sink&) = delete;
+  jsonl_sink& operator=(const jsonl_sink&) = delete;
+  ~jsonl_sink() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+
+  /// The step the recorder just closed.
+  void step(const recorder& rec) {
+    line_.clear();
+    append_step_line(line_, rec.current(), rec.names());
+    write();
+  }
+  /// A finding delivered at `step`.
+  void finding(std::int64_t step, const mldiag::finding& f) {
+    line_.clear();
+    append_finding_line(line_, step, f);
+    write();
+  }
+  /// One line of a diagnosis log (its phase is read from its "phase N" prefix).
+  void diagnosis(std::string_view text) {
+    line_ = fmt::format("{{\"diagnosis\":{{\"phase\":{},\"text\":", detail::phase_of(text));
+    detail::append_string(line_, text);
+    line_ += "}}";
+    write();
+  }
+
+ private:
+  void write() {
+    line_ += '\n';
+    if (std::fwrite(line_.data(), 1, line_.size(), f_) != line_.size() || std::fflush(f_) != 0)
+      throw error(path_ + ": write failed (" + std::strerror(errno) + "); check the free disk space");
+  }
+  std::string path_;
+  std::FILE* f_;
+  std::string line_;
+};
+
+namespace detail {
+
+inline std::int64_t as_step(const json::value& v, std::string_view where) {
+  if (!v.is_number() || !std::isfinite(v.number()) || v.number() != std::floor(v.number()) || std::fabs(v.number()) > 9.0e15)
+    throw error(std::string(where) + ": \"step\" is not an integer; every line needs an integer \"step\"");
+  return static_cast<std::int64_t>(v.number());
+}
+
+inline finding parse_finding(const json::value& f, std::string_view where) {
+  auto need = [&](std::string_view key) -> const json::value& {
+    const auto* v = f.find(key);
+    if (v == nullptr) throw error(std::string(where) + ": a finding without \"" + std::string(key) + "\"");
+    return *v;
+  };
+  finding out;
+  const auto& q = need("question");
+  if (!q.is_number() || (q.number() != 1 && q.number() != 2 && q.number() != 3))
+    throw error(std::string(where) + ": a finding's \"question\" must be 1, 2 or 3");
+  out.question = static_cast<question>(static_cast<int>(q.number()));
+  const auto& symptom = need("symptom");
+  if (!symptom.is_string()) throw error(std::string(where) + ": a finding's \"symptom\" must be a string");
+  out.symptom = symptom.string();
+  const auto& sev = need("severity");
+  if (sev.is_string() && sev.string() == "info") out.severity = severity::info;
+  else if (sev.is_string() && sev.string() == "warning") out.severity = severity::warning;
+  else if (sev.is_string() && sev.string() == "critical") out.severity = severity::critical;
+  else throw error(std::string(where) + ": a finding's \"severity\" must be \"info\", \"warning\" or \"critical\"");
+  out.first_step = as_step(need("first_step"), where);
+  out.last_step = as_step(need("last_step"), where);
+  if (const auto* loc = f.find("location"); loc != nullptr) {
+    if (!loc->is_array()) throw error(std::string(where) + ": a finding's \"location\" must be an array");
+    for (const auto& l : loc->items()) {
+      const auto* n = l.find("name");
+      const auto* s = l.find("score");
+      if (n == nullptr || !n->is_string() || s == nullptr || !s->is_number())
+        throw error(std::string(where) + ": each location needs a string \"name\" and a number \"score\"");
+      out.where.emplace_back(n->string(), s->number());
+    }
+  }
+  if (const auto* ev = f.find("evidence"); ev != nullptr) {
+    if (!ev->is_object()) throw error(std::string(where) + ": a finding's \"evidence\" must be an object");
+    for (const auto& [k, v] : ev->members()) {
+      if (!v.is_number()) throw error(std::string(where) + ": evidence \"" + k + "\" is not a number");
+      out.evidence.emplace_back(k, v.number());
+    }
+  }
+  if (const auto* d = f.find("detector"); d != nullptr && d->is_string()) out.detector = d->string();
+  return out;
+}
+
+}  // namespace detail
+
+/// Reads mldiag JSON Lines (as `jsonl_sink` writes them) from memory. `name` is used in
+/// errors. Steps repeat across finding lines; a step line whose step equals the previous step
+/// line's adds to it. Unknown keys in a step line become metrics when they are numbers and
+/// are ignored otherwise; an unknown line kind is an error, so a file that is not mldiag's
+/// says so.
+///
+/// **Example**
+/// ```cpp
+/// auto log = mldiag::report::parse_jsonl(text, "run.jsonl");
+/// const auto* loss = log.metric("loss");
+/// ```
+[[nodiscard]] inline run_log parse_jsonl(std::string_view text, std::string_view name) {
+  run_log log;
+  log.title = std::string(name);
+  std::size_t line_no = 0, pos = 0;
+  bool header = false;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const std::string where = std::string(name) + ":" + std::to_string(line_no);
+    const auto v = json::parse(line, where);
+    if (!v.is_object()) throw error(where + ": a line must be a JSON object");
+    if (const auto* h = v.find("mldiag")) {
+      const auto* schema = h->find("schema");
+      if (schema == nullptr || !schema->is_number() || schema->number() > jsonl_schema)
+        throw error(where + ": mldiag JSON Lines schema " + (schema && schema->is_number() ? fmt::format("{}", schema->number()) : "?") +
+                    "; this mldiag reads schema " + std::to_string(jsonl_schema) + " and older: update mldiag");
+      if (const auto* t = h->find("title"); t != nullptr && t->is_string() && !t->string().empty()) log.title = t->string();
+      header = true;
+      continue;
+    }
+    if (const auto* d = v.find("diagnosis")) {
+      const auto* t = d->find("text");
+      const auto* p = d->find("phase");
+      if (t == nullptr || !t->is_string()) throw error(where + ": a diagnosis line needs a string \"text\"");
+      log.diagnosis.push_back({p != nullptr && p->is_number() ? static_cast<int>(p->number()) : detail::phase_of(t->string()), t->string()});
+      continue;
+    }
+    const auto* step = v.find("step");
+    if (step == nullptr) throw error(where + ": a line without \"step\"; is this mldiag JSON Lines (docs/formats.md)?");
+    const auto s = detail::as_step(*step, where);
+    if (const auto* f = v.find("finding")) {
+      log.findings.push_back({s, detail::parse_finding(*f, where)});
+      continue;
+    }
+    if (log.steps.empty() || log.steps.back() != s) log.add_step(s);
+    for (const auto& [key, value] : v.members()) {
+      if (key == "step" || !value.is_number()) continue;
+      log.set(key, value.number());
+    }
+  }
+  if (!header && log.steps.empty() && log.findings.empty())
+    throw error(std::string(name) + ": no mldiag JSON Lines in it (empty, or not written by mldiag)");
+  return log;
+}
+
+/// Reads a JSON Lines file written by `jsonl_sink`. Throws mldiag::error naming the file (and
+/// line) on anything it cannot read.
+[[nodiscard]] inline run_log read_jsonl(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(path.string() + ": cannot open (" + std::strerror(errno) + "); check the path");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw error(path.string() + ": read failed");
+  return parse_jsonl(text, path.string());
+}
+
+}  // namespace mldiag::report

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The text report for a terminal: a run's findings grouped by question, with their evidence
+/// numbers and locations, and the diagnosis log phase by phase.
+#pragma once
+
+#include "mldiag/report/format.hpp"
+#include "mldiag/report/run_log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace mldiag::report {
+
+struct text_options {
+  /// Findings below this severity are counted but not listed.
+  severity min_severity = severity::warning;
+  /// At most this many locations per finding.
+  std::size_t max_locations = 3;
+};
+
+/// One finding as the reports show it: a finding delivered at several steps (a detector
+/// reports every step while its condition holds) collapses into one entry with the number of
+/// deliveries, the newest last_step and the evidence of the most recent delivery.
+struct finding_group {
+  finding f;
+  std::int64_t delivered_first = -1;  ///< the step of the first delivery
+  std::size_t deliveries = 0;
+};
+
+/// Groups a run's findings: one group per (question, symptom, detector, top location, first
+/// step), ordered by question, then severity (highest first), then first step.
+[[nodiscard]] inline std::vector<finding_group> group_findings(const std::vector<logged_finding>& findings) {
+  std::map<std::tuple<int, std::string, std::string, std::string, std::int64_t>, std::size_t> index;
+  std::vector<finding_group> groups;
+  for (const auto& lf : findings) {
+    const auto& f = lf.finding;
+    auto key = std::make_tuple(static_cast<int>(f.question), f.symptom, f.detector, f.where.empty() ? std::string() : f.where.front().first,
+                               f.first_step);
+    const auto [it, fresh] = index.try_emplace(std::move(key), groups.size());
+    if (fresh) {
+      groups.push_back({f, lf.step, 1});
+      continue;
+    }
+    auto& g = groups[it->second];
+    const auto worst = std::max(g.f.severity, f.severity);
+    g.f = f;  // the newest delivery's numbers
+    g.f.severity = worst;
+    ++g.deliveries;
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const finding_group& a, const finding_group& b) {
+    if (a.f.question != b.f.question) return a.f.question < b.f.question;
+    if (a.f.severity != b.f.severity) return a.f.severity > b.f.severity;
+    return a.f.first_step < b.f.first_step;
+  });
+  return groups;
+}
+
+/// The text report of a run.
+///
+/// **Example**
+/// ```cpp
+/// const auto log = mldiag::report::read_jsonl("run.jsonl");
+/// fmt::print("{}", mldiag::report::text_report(log));
+/// ```
+[[nodiscard]] inline std::string text_report(const run_log& run, const text_options& o = {}) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "== mldiag report: {} ==\n", run.title.empty() ? std::string("run") : run.title);
+  if (!run.steps.empty()) {
+    fmt::format_to(it, "steps {}-{} ({} logged)", run.steps.front(), run.steps.back(), run.steps.size());
+    if (const auto* loss = run.metric("loss")) {
+      for (auto v = loss->rbegin(); v != loss->rend(); ++v) {
+        if (run_log::is_absent(*v)) continue;
+        fmt::format_to(it, ", last loss {:.6g}", *v);
+        break;
+      }
+    }
+    out += '\n';
+  }
+  const auto groups = group_findings(run.findings);
+  std::size_t shown = 0, hidden = 0;
+  for (const auto& g : groups) (g.f.severity >= o.min_severity ? shown : hidden) += 1;
+  fmt::format_to(it, "{} finding(s) at {} or above", shown, name(o.min_severity));
+  if (hidden > 0) fmt::format_to(it, " ({} below, not listed)", hidden);
+  out += '\n';
+  int question_shown = 0;
+  for (const auto& g : groups) {
+    if (g.f.severity < o.min_severity) continue;
+    if (static_cast<int>(g.f.question) != question_shown) {
+      question_shown = static_cast<int>(g.f.question);
+      fmt::format_to(it, "\n{}\n", name(g.f.question));
+    }
+    const auto& f = g.f;
+    fmt::format_to(it, "  {:<8} {} — steps {}-{}", name(f.severity), f.symptom, f.first_step, f.last_step);
+    if (g.deliveries > 1) fmt::format_to(it, ", reported {} times", g.deliveries);
+    out += '\n';
+    if (!f.where.empty()) {
+      out += "           where:";
+      for (std::size_t i = 0; i < f.where.size() && i < o.max_locations; ++i)
+        fmt::format_to(it, "{} {} ({:.4g})", i ? "," : "", f.where[i].first, f.where[i].second);
+      if (f.where.size() > o.max_locations) fmt::format_to(it, ", and {} more", f.where.size() - o.max_locations);
+      out += '\n';
+    }
+    if (!f.evidence.empty()) {
+      out += "           evidence:";
+      for (const auto& [k, v] : f.evidence) fmt::format_to(it, " {}={:.6g}", k, v);
+      out += '\n';
+    }
+    if (!f.detector.empty()) fmt::format_to(it, "           detector: {}\n", f.detector);
+  }
+  if (!run.diagnosis.empty()) {
+    out += "\ndiagnosis log\n";
+    for (const auto& line : run.diagnosis) fmt::format_to(it, "  {}\n", line.text);
+  }
+  return out;
+}
+
+}  // namespace mldiag::report

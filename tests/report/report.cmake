@@ -1,0 +1,3 @@
+# SPDX-License-Identifier: Apache-2.0
+# Formatters, the text report and JSON Lines (written, read back, and read by Python).
+mldiag_add_doctest(report SOURCES ${CMAKE_CURRENT_LIST_DIR}/report_test.cpp LIBS mldiag::fmt)
