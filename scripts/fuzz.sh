@@ -28,7 +28,7 @@ for name in "${targets[@]}"; do
   echo "== fuzz_$name: building"
   "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/tools" "$src" -o "$bin" $(pkg-config --libs zlib 2>/dev/null || echo -lz) \
-    -DMLDIAG_CLI_HAS_ZLIB=1
+    -DMLDIAG_CLI_HAS_ZLIB=1 -DFMT_HEADER_ONLY=1
   work="$out/$name"
   rm -rf "$work" && mkdir -p "$work/corpus"
   if [ -d "$root/fuzz/corpus/$name" ]; then cp -r "$root/fuzz/corpus/$name/." "$work/corpus/"; fi

@@ -16,8 +16,15 @@ case "$mode" in demo|test) ;; *) usage ;; esac
 # Debian/Ubuntu package names. The CUDA Toolkit is not installed here (docs/building.md).
 # LibTorch (about 650 MB) for the flagship demo's transformer and the mldiag::torch tests, with
 # OpenBLAS: Debian's LibTorch otherwise runs on the reference BLAS, 5x slower.
+# zlib for compressed .npz members in the mldiag tool.
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libeigen3-dev libopenmpi-dev openmpi-bin
-          nlohmann-json3-dev libtorch-dev libopenblas0-pthread)
+          nlohmann-json3-dev libtorch-dev libopenblas0-pthread zlib1g-dev)
+# The tests also need: Chromium (the HTML report is checked in a real headless browser),
+# Python 3 with numpy (an independent writer of .npy/.npz test files and reader of JSON Lines),
+# clang with its libFuzzer runtime (the parsers are fuzzed for a bounded time).
+if [ "$mode" = test ]; then
+  packages+=(chromium python3 python3-numpy clang libclang-rt-14-dev)
+fi
 
 install_missing() {
   if [ "${MLDIAG_NO_INSTALL:-0}" = 1 ]; then
@@ -70,4 +77,8 @@ for preset in release asan; do
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" || status=1
 done
+# The parsers of files users hand to the mldiag tool, fuzzed with libFuzzer (+ASan, UBSan) for
+# a bounded time each (MLDIAG_FUZZ_SECONDS, default 30).
+echo "=== mldiag: fuzzers ==="
+scripts/fuzz.sh "${MLDIAG_FUZZ_SECONDS:-30}" || status=1
 exit $status

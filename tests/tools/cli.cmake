@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: Apache-2.0
+# The mldiag program itself: usage and exit codes, `scan` on the real logs in
+# ../shared/data/real-runs (not ours; skipped visibly where absent), `report` on the flagship
+# demo's JSON Lines checked in headless Chromium.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+set(real_runs "${PROJECT_SOURCE_DIR}/../shared/data/real-runs")
+set(cli $<TARGET_FILE:mldiag_cli>)
+
+# Usage: --help exits 0; an unknown command or option, a missing file exit 2 with one
+# "mldiag:" line.
+add_test(NAME tools.cli.help COMMAND ${cli} --help)
+set_tests_properties(tools.cli.help PROPERTIES PASS_REGULAR_EXPRESSION "usage: mldiag <command>")
+foreach(cmd scan stats diff report)
+  add_test(NAME tools.cli.help_${cmd} COMMAND ${cli} ${cmd} --help)
+  set_tests_properties(tools.cli.help_${cmd} PROPERTIES PASS_REGULAR_EXPRESSION "usage: mldiag ${cmd}.*examples:")
+endforeach()
+# mldiag_cli_expect_exit(<name> <exit code> <regex on the output> COMMAND args...)
+function(mldiag_cli_expect_exit name code regex)
+  add_test(NAME tools.cli.${name}
+           COMMAND ${CMAKE_COMMAND} -DEXPECT=${code} -DREGEX=${regex} -P ${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake
+                   ${cli} ${ARGN})
+endfunction()
+mldiag_cli_expect_exit(no_command 2 "usage: mldiag")
+mldiag_cli_expect_exit(unknown_command 2 "^mldiag: unknown command 'frobnicate'" frobnicate)
+mldiag_cli_expect_exit(unknown_option 2 "^mldiag: unknown option --frob" scan --frob x.csv)
+mldiag_cli_expect_exit(missing_file 2 "^mldiag: .*/no/such/log.csv" scan /no/such/log.csv)
+mldiag_cli_expect_exit(missing_file_json 2 "\"exit_code\":2" scan --json /no/such/log.csv)
+mldiag_cli_expect_exit(bad_threads 2 "^mldiag: --threads 0: expected a whole number" stats --threads 0 x.npy)
+
+if(EXISTS "${real_runs}")
+  # Healthy runs: exit 0, nothing at warning or above.
+  foreach(file llmc_gpt2_124M_train llmc_gpt2_124M_val adamw_baseline_train adamw_baseline_val
+               scaleup1b_87bd51fd_train scaleup1b_87bd51fd_val gpt2medium_val)
+    add_test(NAME tools.cli.scan_healthy.${file} COMMAND ${cli} scan ${real_runs}/${file}.csv)
+  endforeach()
+  # The documented BigScience events, with the right symptom and step (exit 1: found).
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME tools.cli.scan_bigscience
+             COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:mldiag_cli> -DPYTHON=${Python3_EXECUTABLE}
+                     -DLOG=${real_runs}/bigscience_spike_excerpts.csv -DOUT=${CMAKE_CURRENT_BINARY_DIR}/bigscience.json
+                     -DCHECK=${CMAKE_CURRENT_LIST_DIR}/check_scan.py -P ${CMAKE_CURRENT_LIST_DIR}/scan_bigscience.cmake)
+  endif()
+else()
+  add_test(NAME tools.cli.real_runs COMMAND ${CMAKE_COMMAND} -E echo "mldiag: ${real_runs} not found: the real-log scans are skipped")
+  set_tests_properties(tools.cli.real_runs PROPERTIES SKIP_REGULAR_EXPRESSION "skipped")
+endif()

@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0
+# Runs the command after `--` ... (every argument after -P this file) and checks its exit code
+# (EXPECT) and that stdout+stderr match REGEX.
+set(cmd "")
+set(started FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 0 ${last})
+  if(started)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" MATCHES "expect_exit.cmake$")
+    set(started TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL EXPECT)
+  message(FATAL_ERROR "exit code ${rc}, expected ${EXPECT}")
+endif()
+if(NOT "${out}${err}" MATCHES "${REGEX}")
+  message(FATAL_ERROR "output does not match '${REGEX}'")
+endif()

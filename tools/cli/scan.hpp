@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+/// `mldiag scan`: replays a training log's scalar series (loss, validation loss, gradient
+/// norm, learning rate, loss scale) through the default Q1/Q2 detectors.
+#pragma once
+
+#include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/report/run_log.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace mldiag::cli {
+
+/// What a scan found in one run, with notes on what it could not use.
+struct scan_result {
+  std::vector<report::logged_finding> findings;  ///< every delivery, in order
+  std::vector<std::string> notes;                ///< e.g. a grad-norm column that is all zeros
+  std::size_t steps = 0;
+};
+
+/// Replays `run` step by step through `detectors::default_set()`: a step's logged `loss`,
+/// `val_loss`, `lr`, `grad/global_norm` and `loss_scale` become its evidence (a value logged
+/// as NaN or Inf is evidence too; a value not logged at a step is not recorded there).
+///
+/// A gradient-norm column that is exactly zero wherever it is finite is not a measurement
+/// (BigScience's 13B logs print `grad norm: 0.000` when the norm is not computed): it is left
+/// out, with a note.
+///
+/// **Example**
+/// ```cpp
+/// for (const auto& run : mldiag::cli::read_log("train.csv"))
+///   for (const auto& f : mldiag::cli::scan(run).findings) ...
+/// ```
+[[nodiscard]] inline scan_result scan(const report::run_log& run) {
+  scan_result out;
+  const auto* loss = run.metric("loss");
+  const auto* val_loss = run.metric("val_loss");
+  const auto* lr = run.metric("lr");
+  const auto* grad_norm = run.metric("grad/global_norm");
+  const auto* loss_scale = run.metric("loss_scale");
+  if (grad_norm != nullptr) {
+    bool all_zero = true, any = false;
+    for (const double g : *grad_norm) {
+      if (report::run_log::is_absent(g) || !std::isfinite(g)) continue;
+      any = true;
+      all_zero = all_zero && g == 0.0;
+    }
+    if (any && all_zero) {
+      out.notes.emplace_back("the gradient norm is 0 at every logged step: not a measurement, left out");
+      grad_norm = nullptr;
+    }
+  }
+  if (loss == nullptr && val_loss == nullptr && grad_norm == nullptr)
+    out.notes.emplace_back("no loss, validation loss or gradient norm in this log: nothing for the detectors to read");
+
+  recorder rec(64);
+  auto set = detectors::default_set();
+  std::vector<finding> step_findings;
+  auto logged = [](const std::vector<double>* column, std::size_t i, double& v) {
+    if (column == nullptr || report::run_log::is_absent((*column)[i])) return false;
+    v = (*column)[i];
+    return true;
+  };
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    rec.begin_step(run.steps[i]);
+    double v = 0.0;
+    if (logged(loss, i, v)) rec.record_loss(v);
+    if (logged(val_loss, i, v)) rec.record_val_loss(v);
+    if (logged(lr, i, v)) rec.record_lr(v);
+    if (logged(grad_norm, i, v)) rec.record_grad_norm(v);
+    if (logged(loss_scale, i, v)) rec.record_loss_scale(v);
+    const auto& now = rec.end_step();
+    step_findings.clear();
+    set.observe({now, rec.past(), rec.names()}, step_findings);
+    for (auto& f : step_findings) out.findings.push_back({run.steps[i], std::move(f)});
+  }
+  out.steps = run.steps.size();
+  return out;
+}
+
+}  // namespace mldiag::cli
