@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+/// `mapped_file`: a read-only memory map of a whole file (POSIX mmap), for the checkpoint readers.
+#pragma once
+
+// Standard library and POSIX only: the fuzzers build this header with plain clang.
+#include "mldiag/core/error.hpp"
+
+#include <fcntl.h>     // open
+#include <sys/mman.h>  // mmap, madvise
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // close, sysconf
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>  // std::strerror
+#include <span>
+#include <string>
+#include <utility>
+
+namespace mldiag::cli {
+
+/// A read-only map of a file: `bytes()` is its content, valid while the object lives (moving
+/// it keeps the mapping where it is). An empty file maps nothing and has empty `bytes()`.
+/// Errors throw `mldiag::error` naming the file and what to do.
+///
+/// The map is private and read-only, so `release()` may drop pages that were read (their
+/// memory goes back to the system; touching them again reads them from the file again): this
+/// is how a reader keeps its resident memory bounded on a file larger than memory.
+///
+/// If another process truncates the file while it is mapped, reading the lost pages raises
+/// SIGBUS: do not rewrite a checkpoint while it is being read.
+///
+/// **Example**
+/// ```cpp
+/// mldiag::cli::mapped_file f("model.safetensors");
+/// f.advise_sequential();
+/// std::span<const std::byte> all = f.bytes();
+/// ```
+class mapped_file {
+ public:
+  explicit mapped_file(std::string path) : path_(std::move(path)) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      throw error(path_ + ": cannot open (" + std::strerror(e) + "); check the path and that the file is readable");
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      throw error(path_ + ": cannot stat (" + std::strerror(e) + ")");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw error(path_ + ": not a regular file (a directory or a device?); pass a checkpoint file");
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        throw error(path_ + ": cannot map " + std::to_string(size_) + " bytes (" + std::strerror(e) +
+                    "); check the address-space limit (ulimit -v)");
+      }
+      data_ = static_cast<const std::byte*>(p);
+    }
+    ::close(fd);  // the mapping keeps the file open
+  }
+  mapped_file(const mapped_file&) = delete;
+  mapped_file& operator=(const mapped_file&) = delete;
+  mapped_file(mapped_file&& o) noexcept
+      : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  mapped_file& operator=(mapped_file&& o) noexcept {
+    if (this != &o) {
+      unmap();
+      path_ = std::move(o.path_);
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  ~mapped_file() { unmap(); }
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+
+  /// Tells the kernel the file will be read front to back (more read-ahead, earlier reuse).
+  void advise_sequential() const noexcept {
+    if (size_ > 0) (void)::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
+  }
+
+  /// Drops the resident pages that lie entirely inside [offset, offset + length): a hint
+  /// (failures are ignored), never a change of content.
+  void release(std::uint64_t offset, std::uint64_t length) const noexcept {
+    if (size_ == 0 || offset >= size_) return;
+    const std::uint64_t end = length > size_ - offset ? size_ : offset + length;
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t first = (offset + page - 1) / page * page;
+    const std::uint64_t last = end == size_ ? end : end / page * page;
+    if (last <= first) return;
+    // const_cast: madvise takes a non-const pointer; DONTNEED on a private read-only file map
+    // discards nothing that cannot be read back from the file.
+    (void)::madvise(const_cast<std::byte*>(data_ + first), static_cast<std::size_t>(last - first), MADV_DONTNEED);
+  }
+
+ private:
+  void unmap() noexcept {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace mldiag::cli
