@@ -513,6 +513,10 @@ class checkpoint {
   void release(std::uint64_t offset, std::uint64_t length) const noexcept {
     if (map_) map_->release(offset, length);
   }
+  /// Asks for the pages of [offset, offset + length) to be read ahead (mapped files only; a hint).
+  void prefetch(std::uint64_t offset, std::uint64_t length) const noexcept {
+    if (map_) map_->will_need(offset, length);
+  }
 
  private:
   checkpoint() = default;
@@ -882,6 +886,7 @@ class tensor_source {
     if (t_.where == tensor_entry::storage::in_place) {
       if (done_ > 0) c_.release(t_.offset + done_ - last_, last_);  // the window just processed
       const auto w = c_.bytes().subspan(static_cast<std::size_t>(t_.offset + done_), n);
+      c_.prefetch(t_.offset + done_, n);
       done_ += n;
       last_ = n;
       if (n == 0 && t_.nbytes > 0) c_.release(t_.offset, t_.nbytes);
