@@ -33,12 +33,15 @@ int main(int argc, char** argv) {
   try {
     mldiag::report::run_log run;
     run.title = "planted fault: exploding gradients in block2.attn";
-    for (std::size_t s = 0; s < steps; ++s) run.steps.push_back(static_cast<std::int64_t>(s));
+    for (std::size_t s = 0; s < steps; ++s)
+      run.steps.push_back(static_cast<std::int64_t>(s));
     std::mt19937 rng(42);
     std::lognormal_distribution<double> noise(0.0, 0.15);
     std::vector<double> loss(steps), val(steps, mldiag::report::run_log::absent());
     for (std::size_t i = 0; i < steps; ++i) {
-      loss[i] = 2.3 * std::exp(-static_cast<double>(i) / static_cast<double>(steps / 3)) * noise(rng) + 0.1;
+      loss[i] =
+          2.3 * std::exp(-static_cast<double>(i) / static_cast<double>(steps / 3)) * noise(rng) +
+          0.1;
       if (i >= 120 && i < 130) loss[i] *= 4;
       if (i % 25 == 0) val[i] = loss[i] * 1.05;
     }
@@ -48,12 +51,14 @@ int main(int argc, char** argv) {
     // Tensors: embed, block<k>.{attn.qkv,attn.out,mlp.fc1,mlp.fc2}.weight, head.
     std::vector<std::string> names{"embed.weight"};
     for (std::size_t k = 0; names.size() + 1 < tensors; ++k)
-      for (const char* leaf : {"attn.qkv.weight", "attn.out.weight", "mlp.fc1.weight", "mlp.fc2.weight"})
+      for (const char* leaf :
+           {"attn.qkv.weight", "attn.out.weight", "mlp.fc1.weight", "mlp.fc2.weight"})
         if (names.size() + 1 < tensors) names.push_back("block" + std::to_string(k) + "." + leaf);
     names.push_back("head.weight");
     std::vector<double> g(steps);
     for (std::size_t t = 0; t < names.size(); ++t) {
-      const double scale = std::pow(10.0, -2.0 + 2.0 * static_cast<double>(t) / static_cast<double>(names.size()));
+      const double scale =
+          std::pow(10.0, -2.0 + 2.0 * static_cast<double>(t) / static_cast<double>(names.size()));
       for (std::size_t i = 0; i < steps; ++i) {
         g[i] = scale * noise(rng);
         if (names[t].starts_with("block2.attn.") && i >= 120) g[i] *= 1e3;
@@ -85,7 +90,8 @@ int main(int argc, char** argv) {
     mldiag::report::write_html(run, argv[1]);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("wrote %s (%zu steps x %zu tensors) in %.3f s\n", argv[1], steps, names.size(), seconds);
+    std::printf("wrote %s (%zu steps x %zu tensors) in %.3f s\n", argv[1], steps, names.size(),
+                seconds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

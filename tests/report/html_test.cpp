@@ -26,7 +26,8 @@ constexpr double inf_v = std::numeric_limits<double>::infinity();
 
 std::size_t count(const std::string& s, std::string_view what) {
   std::size_t n = 0;
-  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1))
+    ++n;
   return n;
 }
 
@@ -40,30 +41,36 @@ void fill(run_log& run, std::string_view metric, const std::vector<double>& valu
 // block1.mlp.fc1 has +Inf at 650.
 struct planted {
   run_log run;
-  std::vector<std::string> tensors{"embed.weight",          "block1.mlp.fc1",
-                                    "block2.attn.qkv.weight", "block2.attn.out.weight",
-                                    "block2.attnx.weight",    "block20.attn.weight",
-                                    "weird<&\"name'>",        "head.weight"};
+  std::vector<std::string> tensors{"embed.weight",           "block1.mlp.fc1",
+                                   "block2.attn.qkv.weight", "block2.attn.out.weight",
+                                   "block2.attnx.weight",    "block20.attn.weight",
+                                   "weird<&\"name'>",        "head.weight"};
   planted() {
     std::mt19937 rng(7);
     std::uniform_real_distribution<double> noise(0.9, 1.1);
-    for (std::int64_t s = 0; s < 1000; ++s) run.steps.push_back(s);
+    for (std::int64_t s = 0; s < 1000; ++s)
+      run.steps.push_back(s);
     std::vector<double> loss(1000), val(1000, run_log::absent());
-    for (std::size_t i = 0; i < 1000; ++i) loss[i] = 3.0 * std::exp(-static_cast<double>(i) / 300) * noise(rng);
-    for (std::size_t i = 0; i < 1000; i += 100) val[i] = loss[i] * 1.1;
+    for (std::size_t i = 0; i < 1000; ++i)
+      loss[i] = 3.0 * std::exp(-static_cast<double>(i) / 300) * noise(rng);
+    for (std::size_t i = 0; i < 1000; i += 100)
+      val[i] = loss[i] * 1.1;
     loss[437] = 50.0;
     loss[600] = nan_v;
-    for (std::size_t i = 700; i < 720; ++i) loss[i] = run_log::absent();
+    for (std::size_t i = 700; i < 720; ++i)
+      loss[i] = run_log::absent();
     fill(run, "loss", loss);
     fill(run, "val_loss", val);
     fill(run, "grad/global_norm", std::vector<double>(1000, 1.0));
     for (const auto& t : tensors) {
       std::vector<double> g(1000);
-      for (auto& v : g) v = 0.01 * noise(rng);
+      for (auto& v : g)
+        v = 0.01 * noise(rng);
       if (t.starts_with("block2.attn.")) g[437] = 1000.0;
       if (t == "block1.mlp.fc1") g[650] = inf_v;
       if (t == "head.weight")
-        for (std::size_t i = 100; i < 200; ++i) g[i] = run_log::absent();
+        for (std::size_t i = 100; i < 200; ++i)
+          g[i] = run_log::absent();
       fill(run, "grad/" + t + "/norm", g);
     }
     run.title = "planted <run> & \"quotes\"";
@@ -89,8 +96,10 @@ struct planted {
     evil.where = {{"weird<&\"name'>", 1.0}};
     evil.detector = "d<&>";
     run.findings.push_back({600, evil});
-    run.diagnosis = {{1, "baseline: loss 2.9"}, {2, "pattern: spike then NaN"},
-                     {3, "hypothesis: lr too high"}, {4, "fix: halve lr"},
+    run.diagnosis = {{1, "baseline: loss 2.9"},
+                     {2, "pattern: spike then NaN"},
+                     {3, "hypothesis: lr too high"},
+                     {4, "fix: halve lr"},
                      {3, "hypothesis <b>rejected</b>"}};
   }
 };
@@ -107,7 +116,8 @@ std::uint32_t bitwise_crc(const unsigned char* p, std::size_t n) {
   std::uint32_t c = 0xffffffffU;
   for (std::size_t i = 0; i < n; ++i) {
     c ^= p[i];
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320U & (0U - (c & 1U)));
+    for (int k = 0; k < 8; ++k)
+      c = (c >> 1) ^ (0xedb88320U & (0U - (c & 1U)));
   }
   return ~c;
 }
@@ -180,12 +190,18 @@ std::string base64_decode(std::string_view text) {
   int bits = 0;
   for (const char c : text) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else break;  // '=' padding
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else
+      break;  // '=' padding
     acc = acc << 6 | static_cast<std::uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -224,7 +240,8 @@ TEST_CASE("buckets cover the step range in at most max_columns equal widths") {
   CHECK(w.count <= 800);
   CHECK(w.of(wide[1]) == w.count - 1);
   CHECK(w.of(0) < w.count);
-  CHECK_THROWS_WITH_AS((void)h::make_buckets(steps, 0), doctest::Contains("max_columns"), mldiag::error);
+  CHECK_THROWS_WITH_AS((void)h::make_buckets(steps, 0), doctest::Contains("max_columns"),
+                       mldiag::error);
 }
 
 TEST_CASE("the spike survives downsampling - envelope max equals the true max of its bucket") {
@@ -269,7 +286,8 @@ TEST_CASE("the spike survives downsampling - envelope max equals the true max of
   const std::regex seg(R"(M([0-9.]+),([0-9.]+)V([0-9.]+))");
   double best_y = inf_v;
   std::string best_x;
-  for (auto it = std::sregex_iterator(band.begin(), band.end(), seg); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(band.begin(), band.end(), seg); it != std::sregex_iterator();
+       ++it) {
     if (const double y = std::stod((*it)[2]); y < best_y) {
       best_y = y;
       best_x = (*it)[1];
@@ -293,13 +311,18 @@ TEST_CASE("heatmap cells are the bucket max norm or Inf for any non-finite or ab
       for (std::size_t i = 10 * k; i < 10 * k + 10; ++i) {
         if (run_log::is_absent(col[i])) continue;
         any = true;
-        if (!std::isfinite(col[i])) bad = true;
-        else hi = std::max(hi, col[i]);
+        if (!std::isfinite(col[i]))
+          bad = true;
+        else
+          hi = std::max(hi, col[i]);
       }
       const double cell = g.at(r, k);
-      if (!any) CHECK(run_log::is_absent(cell));
-      else if (bad) CHECK(cell == inf_v);
-      else CHECK(cell == hi);
+      if (!any)
+        CHECK(run_log::is_absent(cell));
+      else if (bad)
+        CHECK(cell == inf_v);
+      else
+        CHECK(cell == hi);
     }
   }
   CHECK(g.at(2, 43) == 1000.0);
@@ -314,15 +337,19 @@ TEST_CASE("heatmap cells are the bucket max norm or Inf for any non-finite or ab
   CHECK(png.width == 100);
   CHECK(png.height == p.tensors.size());
   CHECK(png.palette_entries == h::cell_first_level + h::heatmap_levels);
-  for (std::size_t i = 0; i < png.pixels.size(); ++i) CHECK(png.pixels[i] == g.index(g.cell[i]));
+  for (std::size_t i = 0; i < png.pixels.size(); ++i)
+    CHECK(png.pixels[i] == g.index(g.cell[i]));
 }
 
-TEST_CASE("markers carry step and symptom and question and severity and heatmap markers sit on matching rows only") {
+TEST_CASE(
+    "markers carry step and symptom and question and severity and heatmap markers sit on matching "
+    "rows only") {
   const planted p;
   const std::string page = mldiag::report::render_html(p.run, {.max_columns = 100});
   // Three deliveries collapse into one marker and one table row with a count.
-  CHECK(count(page, "class=\"finding-marker\" data-step=\"437\" data-symptom=\"exploding "
-                    "gradients\" data-question=\"2\" data-severity=\"critical\"") == 1);
+  CHECK(count(page,
+              "class=\"finding-marker\" data-step=\"437\" data-symptom=\"exploding "
+              "gradients\" data-question=\"2\" data-severity=\"critical\"") == 1);
   CHECK(count(page, "class=\"finding-marker\"") == 2);
   CHECK(count(page, "data-count=\"3\"") == 1);
   CHECK(count(page, "data-count=\"1\"") == 1);
@@ -332,8 +359,9 @@ TEST_CASE("markers carry step and symptom and question and severity and heatmap 
     CHECK(count(page, "class=\"heatmap-marker\" data-tensor=\"" + t + "\" data-step=\"437\"") == 1);
   CHECK(count(page, "class=\"heatmap-marker\" data-tensor=\"block2.attnx") == 0);
   CHECK(count(page, "class=\"heatmap-marker\" data-tensor=\"block20") == 0);
-  CHECK(count(page, "class=\"heatmap-marker\" data-tensor=\"weird&lt;&amp;&quot;name&#39;&gt;\" "
-                    "data-step=\"600\"") == 1);
+  CHECK(count(page,
+              "class=\"heatmap-marker\" data-tensor=\"weird&lt;&amp;&quot;name&#39;&gt;\" "
+              "data-step=\"600\"") == 1);
   CHECK(count(page, "class=\"heatmap-marker\"") == 4);
   // Findings grouped by question, and the diagnosis in phase blocks in order (3 comes back).
   CHECK(page.find("<h3 data-question=\"1\">") < page.find("<h3 data-question=\"2\">"));
@@ -348,7 +376,10 @@ TEST_CASE("markers carry step and symptom and question and severity and heatmap 
 TEST_CASE("absent and NaN - NaN gets a mark and absent leaves a gap") {
   const planted p;
   const std::string page = mldiag::report::render_html(p.run, {.max_columns = 100});
-  CHECK(count(page, "class=\"nonfinite-mark\" data-metric=\"loss\" data-step=\"600\" data-value=\"NaN\"") == 1);
+  CHECK(
+      count(page,
+            "class=\"nonfinite-mark\" data-metric=\"loss\" data-step=\"600\" data-value=\"NaN\"") ==
+      1);
   CHECK(count(page, "class=\"nonfinite-mark\"") == 1);
   CHECK(page.find("NaN/Inf at step 600") != std::string::npos);
   // The mean line starts twice: at step 0 and after the unlogged 700-719 (columns 70, 71).
@@ -363,7 +394,8 @@ TEST_CASE("everything is escaped and nothing is loaded from elsewhere") {
   const planted p;
   const std::string page = mldiag::report::render_html(p.run, {.max_columns = 100});
   CHECK(page.find("<script") == std::string::npos);
-  CHECK(page.find("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co") != std::string::npos);
+  CHECK(page.find("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co") !=
+        std::string::npos);
   CHECK(page.find("planted &lt;run&gt; &amp; &quot;quotes&quot;") != std::string::npos);
   CHECK(page.find("d&lt;&amp;&gt;") != std::string::npos);
   CHECK(page.find("hypothesis &lt;b&gt;rejected&lt;/b&gt;") != std::string::npos);
@@ -374,7 +406,8 @@ TEST_CASE("everything is escaped and nothing is loaded from elsewhere") {
   // Every href is a data: URI.
   for (auto q = page.find("href=\""); q != std::string::npos; q = page.find("href=\"", q + 1))
     CHECK(page.compare(q + 6, 5, "data:") == 0);
-  CHECK(h::escape("a\x01" "b") == "a b");
+  CHECK(h::escape("a\x01"
+                  "b") == "a b");
 }
 
 TEST_CASE("location matching is by name at dot or slash boundaries") {
@@ -421,17 +454,20 @@ TEST_CASE("100k steps x 500 tensors - size and time") {
   constexpr std::size_t steps = 100'000, tensors = 500;
   run_log run;
   run.title = "scale";
-  for (std::size_t s = 0; s < steps; ++s) run.steps.push_back(static_cast<std::int64_t>(s));
+  for (std::size_t s = 0; s < steps; ++s)
+    run.steps.push_back(static_cast<std::int64_t>(s));
   std::mt19937 rng(1);
   std::lognormal_distribution<double> dist(-3.0, 1.0);
   std::vector<double> loss(steps);
-  for (std::size_t i = 0; i < steps; ++i) loss[i] = 2.0 / (1.0 + static_cast<double>(i) / 1e4) + 0.01 * dist(rng);
+  for (std::size_t i = 0; i < steps; ++i)
+    loss[i] = 2.0 / (1.0 + static_cast<double>(i) / 1e4) + 0.01 * dist(rng);
   loss[54'321] = 40.0;
   loss[77'777] = nan_v;
   fill(run, "loss", loss);
   std::vector<double> g(steps);
   for (std::size_t t = 0; t < tensors; ++t) {
-    for (auto& v : g) v = dist(rng);
+    for (auto& v : g)
+      v = dist(rng);
     fill(run, fmt::format("grad/model.layers.{}.mlp.down_proj.weight/norm", t), g);
   }
   mldiag::finding f;
@@ -443,8 +479,10 @@ TEST_CASE("100k steps x 500 tensors - size and time") {
 
   const auto t0 = std::chrono::steady_clock::now();
   const std::string page = mldiag::report::render_html(run);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  MESSAGE(fmt::format("100k steps x 500 tensors: {:.0f} kB in {:.3f} s", static_cast<double>(page.size()) / 1024.0, seconds));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE(fmt::format("100k steps x 500 tensors: {:.0f} kB in {:.3f} s",
+                      static_cast<double>(page.size()) / 1024.0, seconds));
   CHECK(page.size() < 2u * 1024 * 1024);
   CHECK(count(page, "class=\"heatmap-marker\"") == 1);
   CHECK(count(page, "class=\"heatmap-row\"") == tensors);
@@ -457,4 +495,28 @@ TEST_CASE("100k steps x 500 tensors - size and time") {
   const auto png = decode_png(embedded_png(page));
   CHECK(png.width == 800);
   CHECK(png.height == tensors);
+}
+
+TEST_CASE("extreme steps and values render without hanging") {
+  run_log run;
+  constexpr std::int64_t big = 1'000'000'000'000'000'000;
+  for (std::int64_t s = 0; s < 50; ++s) {
+    run.add_step(big + s);
+    run.set("loss", 1e17);  // constant and huge: a small tick cannot advance a double here
+    run.set("grad/w/norm", s == 10 ? -inf_v : 1e-300);
+  }
+  run.add_step(std::numeric_limits<std::int64_t>::max());
+  run.set("loss", 1e-300);
+  run.add_step(std::numeric_limits<std::int64_t>::min());
+  run.set("loss", 1e300);
+  const std::string page = mldiag::report::render_html(run);
+  CHECK(page.find("</html>") != std::string::npos);
+  CHECK(page.find("data-log-y=\"true\"") != std::string::npos);
+  CHECK(count(page, "<text x=") < 200);
+  run_log flat;
+  for (std::int64_t s = 0; s < 20; ++s) {
+    flat.add_step(big + s);
+    flat.set("loss", 1e17);
+  }
+  CHECK(count(mldiag::report::render_html(flat), "class=\"x-axis\"") == 1);
 }

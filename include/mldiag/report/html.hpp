@@ -80,8 +80,7 @@ struct step_buckets {
 /// The smallest bucket width that fits the run's step range into `max_columns` buckets.
 [[nodiscard]] inline step_buckets make_buckets(std::span<const std::int64_t> steps,
                                                std::size_t max_columns) {
-  if (max_columns == 0)
-    throw error("html report: max_columns is 0; ask for at least one column");
+  if (max_columns == 0) throw error("html report: max_columns is 0; ask for at least one column");
   step_buckets b;
   if (steps.empty()) return b;
   const auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
@@ -133,9 +132,12 @@ inline void envelope(const step_buckets& buckets, std::span<const std::int64_t> 
       c.first_nonfinite_step = steps[i];
       c.first_nonfinite_value = v;
     }
-    if (std::isnan(v)) ++c.nan;
-    else if (v > 0) ++c.pos_inf;
-    else ++c.neg_inf;
+    if (std::isnan(v))
+      ++c.nan;
+    else if (v > 0)
+      ++c.pos_inf;
+    else
+      ++c.neg_inf;
   }
 }
 
@@ -168,11 +170,21 @@ inline void envelope(const step_buckets& buckets, std::span<const std::int64_t> 
 inline void escape_to(std::string& out, std::string_view text) {
   for (const char ch : text) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default: {
         const auto u = static_cast<unsigned char>(ch);
         out += (u < 0x20 && ch != '\t' && ch != '\n') || u == 0x7f ? ' ' : ch;
@@ -203,13 +215,15 @@ inline void escape_to(std::string& out, std::string_view text) {
     std::array<std::uint32_t, 256> t{};
     for (std::uint32_t n = 0; n < 256; ++n) {
       std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1U) ? 0xedb88320U ^ (c >> 1) : c >> 1;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1U) ? 0xedb88320U ^ (c >> 1) : c >> 1;
       t[n] = c;
     }
     return t;
   }();
   crc = ~crc;
-  for (const unsigned char b : bytes) crc = table[(crc ^ b) & 0xffU] ^ (crc >> 8);
+  for (const unsigned char b : bytes)
+    crc = table[(crc ^ b) & 0xffU] ^ (crc >> 8);
   return ~crc;
 }
 
@@ -255,11 +269,13 @@ using rgb = std::array<unsigned char, 3>;
   std::string ihdr;
   put32(ihdr, static_cast<std::uint32_t>(width));
   put32(ihdr, static_cast<std::uint32_t>(height));
-  ihdr += std::string_view("\x08\x03\x00\x00\x00", 5);  // 8 bits, palette, deflate, filter 0, no interlace
+  ihdr += std::string_view("\x08\x03\x00\x00\x00",
+                           5);  // 8 bits, palette, deflate, filter 0, no interlace
   chunk("IHDR", ihdr);
   std::string plte;
   for (const auto& c : palette)
-    for (const unsigned char v : c) plte += static_cast<char>(v);
+    for (const unsigned char v : c)
+      plte += static_cast<char>(v);
   chunk("PLTE", plte);
 
   // Raw scanlines: filter byte 0 (none), then the row's indices.
@@ -270,7 +286,7 @@ using rgb = std::array<unsigned char, 3>;
     raw.insert(raw.end(), pixels.begin() + static_cast<std::ptrdiff_t>(r * width),
                pixels.begin() + static_cast<std::ptrdiff_t>((r + 1) * width));
   }
-  std::string z("\x78\x01", 2);  // zlib header: deflate, 32 kB window, no dictionary
+  std::string z("\x78\x01", 2);             // zlib header: deflate, 32 kB window, no dictionary
   constexpr std::size_t max_block = 65535;  // a stored block's LEN is 16 bits
   for (std::size_t off = 0; off < raw.size() || off == 0; off += max_block) {
     const std::size_t len = std::min(max_block, raw.size() - off);
@@ -296,10 +312,13 @@ using rgb = std::array<unsigned char, 3>;
   std::string out;
   out.reserve((bytes.size() + 2) / 3 * 4);
   std::size_t i = 0;
-  const auto byte = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  const auto byte = [&](std::size_t k) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
+  };
   for (; i + 3 <= bytes.size(); i += 3) {
     const std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-    for (int s = 18; s >= 0; s -= 6) out += alphabet[(v >> static_cast<unsigned>(s)) & 63U];
+    for (int s = 18; s >= 0; s -= 6)
+      out += alphabet[(v >> static_cast<unsigned>(s)) & 63U];
   }
   if (const std::size_t rest = bytes.size() - i; rest > 0) {
     const std::uint32_t v = byte(i) << 16 | (rest == 2 ? byte(i + 1) << 8 : 0U);
@@ -311,7 +330,8 @@ using rgb = std::array<unsigned char, 3>;
   return out;
 }
 
-// ---- the heatmap's cells --------------------------------------------------------------------------
+// ---- the heatmap's cells
+// --------------------------------------------------------------------------
 
 // 32 colour levels: enough to read an order-of-magnitude change at a glance over the usual
 // 4-8 decades of per-layer gradient norms, few enough that equal cells stay equal.
@@ -324,7 +344,7 @@ inline constexpr unsigned char cell_absent = 0, cell_nonfinite = 1, cell_nonposi
 /// +Inf when any value in the bucket was NaN or +/-Inf, run_log::absent() when none was
 /// logged. `lo`/`hi` are log10 of the smallest/largest positive finite cell.
 struct heatmap_grid {
-  std::vector<std::size_t> metric;        // [row] -> run_log column
+  std::vector<std::size_t> metric;       // [row] -> run_log column
   std::vector<std::string_view> tensor;  // [row]
   std::size_t columns = 0;
   std::vector<double> cell;  // [row][column], row-major
@@ -360,8 +380,10 @@ struct heatmap_grid {
     envelope(buckets, run.steps, run.metric_values[g.metric[r]], env);
     for (std::size_t c = 0; c < g.columns; ++c) {
       double& out = g.cell[r * g.columns + c];
-      if (env[c].nonfinite()) out = std::numeric_limits<double>::infinity();
-      else if (env[c].finite) out = env[c].max;
+      if (env[c].nonfinite())
+        out = std::numeric_limits<double>::infinity();
+      else if (env[c].finite)
+        out = env[c].max;
       if (std::isfinite(out) && out > 0.0) {
         lo = std::min(lo, out);
         hi = std::max(hi, out);
@@ -389,7 +411,8 @@ struct heatmap_grid {
   for (int i = 0; i < heatmap_levels; ++i) {
     const double t = (i + 0.5) / heatmap_levels;
     std::size_t k = 0;
-    while (k + 2 < anchors.size() && t > anchors[k + 1][0]) ++k;
+    while (k + 2 < anchors.size() && t > anchors[k + 1][0])
+      ++k;
     const double u = (t - anchors[k][0]) / (anchors[k + 1][0] - anchors[k][0]);
     rgb c{};
     for (std::size_t ch = 0; ch < 3; ++ch)
@@ -416,8 +439,8 @@ struct collapsed_finding {
   std::unordered_map<std::string, std::size_t> seen;
   for (const auto& lf : findings) {
     const auto& f = lf.finding;
-    const std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", f.symptom, f.first_step,
-                                        f.detector, f.where.empty() ? "" : f.where.front().first);
+    const std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", f.symptom, f.first_step, f.detector,
+                                        f.where.empty() ? "" : f.where.front().first);
     const auto [it, fresh] = seen.emplace(key, out.size());
     if (fresh) {
       out.push_back({&f, 1, lf.step, lf.step});
@@ -432,14 +455,20 @@ struct collapsed_finding {
   return out;
 }
 
-[[nodiscard]] inline int question_number(question q) noexcept { return static_cast<int>(q); }
+[[nodiscard]] inline int question_number(question q) noexcept {
+  return static_cast<int>(q);
+}
 
 [[nodiscard]] inline std::string_view phase_name(int phase) noexcept {
   switch (phase) {
-    case 1: return "evidence";
-    case 2: return "pattern";
-    case 3: return "hypothesis";
-    case 4: return "fix and verify";
+    case 1:
+      return "evidence";
+    case 2:
+      return "pattern";
+    case 3:
+      return "hypothesis";
+    case 4:
+      return "fix and verify";
   }
   return "phase unknown";
 }
@@ -450,7 +479,9 @@ struct collapsed_finding {
 class page {
  public:
   page(const run_log& run, const html_options& opt)
-      : run_(run), opt_(opt), buckets_(make_buckets(run.steps, opt.max_columns)),
+      : run_(run),
+        opt_(opt),
+        buckets_(make_buckets(run.steps, opt.max_columns)),
         findings_(collapse(run.findings)) {
     if (opt.width < opt.label_width + 200)
       throw error("html report: width must exceed label_width by at least 200 px");
@@ -507,7 +538,8 @@ class page {
         "img-src data:; style-src 'unsafe-inline'\">\n<title>";
     text(title());
     out_ += " &mdash; mldiag report</title>\n<style>\n";
-    out_ += R"css(body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222;background:#fff}
+    out_ +=
+        R"css(body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:24px 0 8px;border-bottom:1px solid #ccc}
 h3{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
@@ -553,7 +585,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
       put("<td class=\"num\" data-severity=\"{}\">{}</td>", name(s),
           by_severity[static_cast<std::size_t>(s)]);
     for (int q = 1; q <= 3; ++q)
-      put("<td class=\"num\" data-question=\"{}\">{}</td>", q, by_question[static_cast<std::size_t>(q - 1)]);
+      put("<td class=\"num\" data-question=\"{}\">{}</td>", q,
+          by_question[static_cast<std::size_t>(q - 1)]);
     out_ += "</tr></table>\n</header>\n";
   }
 
@@ -565,11 +598,13 @@ footer{margin-top:30px;color:#777;font-size:12px}
     if (f.last_step != f.first_step) t += fmt::format(" to {}", f.last_step);
     if (!f.where.empty()) {
       t += "\nwhere:";
-      for (const auto& [n, score] : f.where) t += fmt::format(" {} ({})", n, number(score));
+      for (const auto& [n, score] : f.where)
+        t += fmt::format(" {} ({})", n, number(score));
     }
     if (!f.evidence.empty()) {
       t += "\nevidence:";
-      for (const auto& [n, v] : f.evidence) t += fmt::format(" {}={}", n, number(v));
+      for (const auto& [n, v] : f.evidence)
+        t += fmt::format(" {}={}", n, number(v));
     }
     if (!f.detector.empty()) t += "\ndetector: " + f.detector;
     if (c.count > 1) t += fmt::format("\ndelivered {} times", c.count);
@@ -578,9 +613,12 @@ footer{margin-top:30px;color:#777;font-size:12px}
 
   [[nodiscard]] static std::string_view severity_colour(severity s) noexcept {
     switch (s) {
-      case severity::critical: return "#c0392b";
-      case severity::warning: return "#e09b00";
-      case severity::info: return "#3b7dd8";
+      case severity::critical:
+        return "#c0392b";
+      case severity::warning:
+        return "#e09b00";
+      case severity::info:
+        return "#3b7dd8";
     }
     return "#555";
   }
@@ -592,16 +630,23 @@ footer{margin-top:30px;color:#777;font-size:12px}
   }
 
   void x_axis(double y_top, double y_bottom) {
-    // About 8 ticks at round step values (1, 2 or 5 times a power of ten, at least 1).
-    const double span = static_cast<double>(step_buckets::distance(buckets_.first, buckets_.last)) + 1;
-    const double tick = round_tick(std::max(1.0, span / 8));
-    const double first = std::ceil(static_cast<double>(buckets_.first) / tick) * tick;
+    // About 8 ticks at round step values (1, 2 or 5 times a power of ten, at least 1), in
+    // integers: near 1e18 a double cannot step by a small tick.
+    const std::uint64_t d = step_buckets::distance(buckets_.first, buckets_.last);
+    const auto tick = static_cast<std::int64_t>(
+        std::min(round_tick(std::max(1.0, static_cast<double>(d) / 8)), 4e18));
+    const std::int64_t rem = ((buckets_.first % tick) + tick) % tick;
+    const std::uint64_t offset = rem == 0 ? 0 : static_cast<std::uint64_t>(tick - rem);
     out_ += "<g class=\"x-axis\" stroke=\"#ddd\">";
-    for (double s = first; s <= static_cast<double>(buckets_.last); s += tick) {
-      const double x = x_of_step(static_cast<std::int64_t>(s));
+    for (std::uint64_t k = 0; k < 12; ++k) {
+      const std::uint64_t at = offset + k * static_cast<std::uint64_t>(tick);
+      if (at > d || (k > 0 && at < offset)) break;
+      const auto s = static_cast<std::int64_t>(static_cast<std::uint64_t>(buckets_.first) + at);
+      const double x = x_of_step(s);
       put("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", x, x, y_top, y_bottom);
-      put("<text x=\"{:.1f}\" y=\"{:.1f}\" stroke=\"none\" fill=\"#555\" text-anchor=\"middle\">{}</text>",
-          x, y_bottom + 13, static_cast<std::int64_t>(s));
+      put("<text x=\"{:.1f}\" y=\"{:.1f}\" stroke=\"none\" fill=\"#555\" "
+          "text-anchor=\"middle\">{}</text>",
+          x, y_bottom + 13, s);
     }
     out_ += "</g>\n";
   }
@@ -640,7 +685,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
         "role=\"img\" data-log-y=\"{}\">\n",
         opt_.width, bottom + 40, opt_.width, bottom + 40, log_y ? "true" : "false");
     put("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fcfcfc\" "
-        "stroke=\"#bbb\"/>\n", plot_left_, top, plot_width_, height);
+        "stroke=\"#bbb\"/>\n",
+        plot_left_, top, plot_width_, height);
     x_axis(top, bottom);
     // y ticks: decades on a log axis, ~6 round values on a linear one.
     out_ += "<g class=\"y-axis\" stroke=\"#e4e4e4\">";
@@ -650,11 +696,22 @@ footer{margin-top:30px;color:#777;font-size:12px}
           plot_left_, plot_left_ + plot_width_, y(v), y(v), plot_left_ - 4, y(v) + 4, label);
     };
     if (log_y) {
-      for (double d = std::ceil(t_lo); d <= t_hi; d += 1) y_tick(std::pow(10.0, d), fmt::format("1e{}", d));
+      // At most ~12 labels: every decade, or every n-th over a wide range.
+      const double every = std::max(1.0, std::ceil((t_hi - t_lo) / 12));
+      for (int k = 0; k < 14; ++k) {
+        const double d = std::ceil(t_lo / every) * every + k * every;
+        if (d > t_hi) break;
+        y_tick(std::pow(10.0, d), fmt::format("1e{}", d));
+      }
     } else {
+      // Counted, not accumulated: near 1e17 a small tick would not move a double.
       const double tick = round_tick((t_hi - t_lo) / 6);
-      for (double v = std::ceil(t_lo / tick) * tick; v <= t_hi; v += tick)
+      const double start = std::ceil(t_lo / tick) * tick;
+      for (int k = 0; k < 14; ++k) {
+        const double v = start + k * tick;
+        if (v > t_hi) break;
         y_tick(v, number(std::abs(v) < tick * 1e-9 ? 0.0 : v));
+      }
     }
     out_ += "</g>\n";
     put("<text x=\"{:.1f}\" y=\"14\" fill=\"#333\">loss{}{}</text>\n", plot_left_,
@@ -662,7 +719,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
         log_y ? fmt::format("; log scale (spans {:.1f} decades)", std::log10(hi / lo))
               : std::string("; linear scale"));
     put("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#666\">band: min-max of each column; line: "
-        "mean</text>\n", plot_left_, bottom + 30);
+        "mean</text>\n",
+        plot_left_, bottom + 30);
 
     if (loss) series(env_loss, "loss", "#2c6fbb", "#9cc3ea", y);
     if (val) series(env_val, "val_loss", "#e67e22", "#f6c89a", y);
@@ -680,12 +738,13 @@ footer{margin-top:30px;color:#777;font-size:12px}
       out_ += "<g class=\"finding-marker\" data-step=\"";
       put("{}\" data-symptom=\"", f.first_step);
       text(f.symptom);
-      put("\" data-question=\"{}\" data-severity=\"{}\" data-detector=\"", question_number(f.question),
-          name(f.severity));
+      put("\" data-question=\"{}\" data-severity=\"{}\" data-detector=\"",
+          question_number(f.question), name(f.severity));
       text(f.detector);
       out_ += "\"><title>";
       text(finding_tooltip(c));
-      put("</title><line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\" "
+      put("</title><line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
+          "stroke=\"{3}\" "
           "stroke-dasharray=\"3,3\"/><path d=\"M{0:.1f},{4:.1f}l-5,-7h10z\" fill=\"{3}\" "
           "stroke=\"#fff\" stroke-width=\"0.5\"/></g>\n",
           x, top, bottom, severity_colour(f.severity), ty);
@@ -699,7 +758,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
     // The band: one vertical segment per column from min to max, at least 1 px wide, so a
     // one-step spike stays visible however many steps share its column.
     put("<path class=\"envelope\" data-metric=\"{}\" stroke=\"{}\" stroke-width=\"{:.2f}\" "
-        "fill=\"none\" d=\"", metric, band_colour, std::max(1.0, column_width()));
+        "fill=\"none\" d=\"",
+        metric, band_colour, std::max(1.0, column_width()));
     for (std::size_t b = 0; b < env.size(); ++b)
       if (env[b].finite && env[b].max > env[b].min)
         put("M{:.1f},{:.1f}V{:.1f}", x_of_bucket(b), y(env[b].max), y(env[b].min));
@@ -707,7 +767,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
     // The mean line, broken where a column has no finite value (absent steps leave gaps;
     // non-finite ones get their own marks); a lone column becomes a dot.
     put("<path class=\"mean\" data-metric=\"{}\" stroke=\"{}\" stroke-width=\"1.3\" fill=\"none\" "
-        "d=\"", metric, line_colour);
+        "d=\"",
+        metric, line_colour);
     std::vector<std::size_t> lone;
     for (std::size_t b = 0; b < env.size(); ++b) {
       if (!env[b].finite) continue;
@@ -735,13 +796,15 @@ footer{margin-top:30px;color:#777;font-size:12px}
       if (!c.nonfinite()) continue;
       const double x = x_of_bucket(b);
       put("<g class=\"nonfinite-mark\" data-metric=\"{}\" data-step=\"{}\" data-value=\"{}\">"
-          "<title>{} {} at step {}", metric, c.first_nonfinite_step, number(c.first_nonfinite_value),
-          metric, number(c.first_nonfinite_value), c.first_nonfinite_step);
+          "<title>{} {} at step {}",
+          metric, c.first_nonfinite_step, number(c.first_nonfinite_value), metric,
+          number(c.first_nonfinite_value), c.first_nonfinite_step);
       if (c.nonfinite() > 1 || c.finite)
         put(" ({} NaN, {} +Inf, {} -Inf, {} finite in steps {}-{})", c.nan, c.pos_inf, c.neg_inf,
             c.finite, buckets_.begin(b), buckets_.end(b));
       put("</title><line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
-          "stroke=\"#d00\" stroke-width=\"{3:.1f}\"/>", x, top, top + 14, std::max(2.0, column_width()));
+          "stroke=\"#d00\" stroke-width=\"{3:.1f}\"/>",
+          x, top, top + 14, std::max(2.0, column_width()));
       if (!labelled) {
         put("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d00\">NaN/Inf at step {}</text>", x + 4,
             top + 12, c.first_nonfinite_step);
@@ -756,12 +819,13 @@ footer{margin-top:30px;color:#777;font-size:12px}
     const heatmap_grid g = make_heatmap(run_, buckets_);
     const std::size_t rows = g.metric.size();
     if (rows == 0) {
-      out_ += "<p class=\"empty\">This run logged no per-tensor gradient norms "
-              "(<code>grad/&lt;tensor&gt;/norm</code>).</p>\n</section>\n";
+      out_ +=
+          "<p class=\"empty\">This run logged no per-tensor gradient norms "
+          "(<code>grad/&lt;tensor&gt;/norm</code>).</p>\n</section>\n";
       return;
     }
-    const double row_h = std::clamp(opt_.max_heatmap_height / static_cast<double>(rows),
-                                    opt_.min_row_height, 14.0);
+    const double row_h =
+        std::clamp(opt_.max_heatmap_height / static_cast<double>(rows), opt_.min_row_height, 14.0);
     // Labels are 11 px tall: label every k-th row so that they never overlap.
     const auto every = static_cast<std::size_t>(std::ceil(11.0 / row_h));
     constexpr double top = 60;
@@ -770,7 +834,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
     put("<p class=\"note\">Colour: log10 of the largest norm in each column; magenta: NaN/Inf in "
         "the column; black: zero; grey: not logged.{}</p>\n",
         every > 1 ? fmt::format(" {} rows: every {}th is labelled (hover a label area for each "
-                                "row's full name).", rows, every)
+                                "row's full name).",
+                                rows, every)
                   : std::string());
     put("<svg class=\"heatmap\" width=\"{}\" height=\"{:.0f}\" viewBox=\"0 0 {} {:.0f}\" "
         "role=\"img\" data-rows=\"{}\" data-columns=\"{}\">\n",
@@ -778,17 +843,20 @@ footer{margin-top:30px;color:#777;font-size:12px}
     legend(g);
 
     std::vector<unsigned char> pixels(rows * g.columns);
-    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = g.index(g.cell[i]);
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = g.index(g.cell[i]);
     const auto palette = heatmap_palette();
     const std::string png = png_indexed(g.columns, rows, palette, pixels);
     // image-rendering: each cell stays a sharp block when the image is stretched.
     put("<image x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
-        "preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,",
+        "preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" "
+        "href=\"data:image/png;base64,",
         plot_left_, top, plot_width_, height);
     out_ += base64(png);
     out_ += "\"/>\n";
     put("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" "
-        "stroke=\"#bbb\"/>\n", plot_left_, top, plot_width_, height);
+        "stroke=\"#bbb\"/>\n",
+        plot_left_, top, plot_width_, height);
     x_axis(bottom, bottom + 2);
 
     // Row labels: each row has a hover area with its full name; every k-th shows it.
@@ -800,7 +868,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
       text(g.tensor[r]);
       put("\" data-row=\"{}\"><title>", r);
       text(g.tensor[r]);
-      put("</title><rect x=\"0\" y=\"{:.2f}\" width=\"{:.1f}\" height=\"{:.2f}\" fill=\"transparent\"/>",
+      put("</title><rect x=\"0\" y=\"{:.2f}\" width=\"{:.1f}\" height=\"{:.2f}\" "
+          "fill=\"transparent\"/>",
           ry, plot_left_ - 2, row_h);
       if (r % every == 0) {
         std::string_view label = g.tensor[r];
@@ -823,7 +892,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
       const double x = x_of_step(f.first_step);
       put("<line class=\"heatmap-step-line\" data-step=\"{0}\" x1=\"{1:.1f}\" x2=\"{1:.1f}\" "
           "y1=\"{2:.1f}\" y2=\"{3:.1f}\" stroke=\"{4}\" stroke-opacity=\"0.6\" "
-          "stroke-dasharray=\"2,3\"/>\n", f.first_step, x, top - 6, bottom, severity_colour(f.severity));
+          "stroke-dasharray=\"2,3\"/>\n",
+          f.first_step, x, top - 6, bottom, severity_colour(f.severity));
       const std::string tip = finding_tooltip(c);
       const double w = std::max(5.0, column_width() + 2);
       for (std::size_t r = 0; r < rows; ++r) {
@@ -837,8 +907,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
         text(f.symptom);
         put("\" x=\"{:.1f}\" y=\"{:.2f}\" width=\"{:.1f}\" height=\"{:.2f}\" fill=\"none\" "
             "stroke=\"{}\" stroke-width=\"1.5\"><title>",
-            x - w / 2, top + row_h * static_cast<double>(r) - 1, w, row_h + 2,
-            "#ff2020");
+            x - w / 2, top + row_h * static_cast<double>(r) - 1, w, row_h + 2, "#ff2020");
         text(g.tensor[r]);
         out_ += ": ";
         text(tip);
@@ -853,7 +922,9 @@ footer{margin-top:30px;color:#777;font-size:12px}
     constexpr double y0 = 8, h = 12, cell = 8;
     const double x0 = plot_left_;
     out_ += "<g class=\"legend\">";
-    const auto hex = [](const rgb& c) { return fmt::format("#{:02x}{:02x}{:02x}", c[0], c[1], c[2]); };
+    const auto hex = [](const rgb& c) {
+      return fmt::format("#{:02x}{:02x}{:02x}", c[0], c[1], c[2]);
+    };
     for (int i = 0; i < heatmap_levels; ++i)
       put("<rect x=\"{:.1f}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", x0 + cell * i, y0,
           cell, h, hex(palette[static_cast<std::size_t>(cell_first_level + i)]));
@@ -872,8 +943,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
     for (std::size_t i = 0; i < special.size(); ++i) {
       const double x = x1 + 110.0 * static_cast<double>(i);
       put("<rect x=\"{:.1f}\" y=\"{}\" width=\"12\" height=\"{}\" fill=\"{}\" stroke=\"#999\"/>"
-          "<text x=\"{:.1f}\" y=\"{}\">{}</text>", x, y0, h, hex(palette[special[i].first]), x + 16,
-          y0 + 10, special[i].second);
+          "<text x=\"{:.1f}\" y=\"{}\">{}</text>",
+          x, y0, h, hex(palette[special[i].first]), x + 16, y0 + 10, special[i].second);
     }
     out_ += "</g>\n";
   }
@@ -894,14 +965,15 @@ footer{margin-top:30px;color:#777;font-size:12px}
         if (a->f->severity != b->f->severity) return a->f->severity > b->f->severity;
         return a->f->first_step < b->f->first_step;
       });
-      out_ += "<table class=\"findings\"><tr><th>severity</th><th>symptom</th><th>first step</th>"
-              "<th>last step</th><th>where (score)</th><th>evidence</th><th>detector</th>"
-              "<th>deliveries</th></tr>\n";
+      out_ +=
+          "<table class=\"findings\"><tr><th>severity</th><th>symptom</th><th>first step</th>"
+          "<th>last step</th><th>where (score)</th><th>evidence</th><th>detector</th>"
+          "<th>deliveries</th></tr>\n";
       for (const auto* c : rows) {
         const auto& f = *c->f;
         put("<tr class=\"finding\" data-question=\"{0}\" data-severity=\"{1}\" data-step=\"{2}\">"
-            "<td><span class=\"sev sev-{1}\">{1}</span></td><td>", question_number(q),
-            name(f.severity), f.first_step);
+            "<td><span class=\"sev sev-{1}\">{1}</span></td><td>",
+            question_number(q), name(f.severity), f.first_step);
         text(f.symptom);
         put("</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><ol class=\"where\">",
             f.first_step, f.last_step);
