@@ -106,6 +106,26 @@ std::string zip(const std::vector<std::pair<std::string, std::string>>& members)
          le(central.size(), 4) + le(body.size(), 4) + le(0, 2);
 }
 
+// The same as a Zip64 archive: 0xFFFFFFFF sizes and offsets with the 64-bit values in extra
+// fields, a Zip64 end-of-central-directory record and its locator (what >4 GB .npz files use).
+std::string zip64(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string body, central;
+  const std::string ff = le(0xFFFFFFFF, 4);
+  for (const auto& [name, content] : members) {
+    const std::uint64_t at = body.size();
+    body += le(0x04034b50, 4) + le(45, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(0, 4) + ff + ff + le(name.size(), 2) +
+            le(20, 2) + name + le(1, 2) + le(16, 2) + le(content.size(), 8) + le(content.size(), 8) + content;
+    central += le(0x02014b50, 4) + le(45, 2) + le(45, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(0, 4) + ff + ff +
+               le(name.size(), 2) + le(28, 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + ff + name + le(1, 2) +
+               le(24, 2) + le(content.size(), 8) + le(content.size(), 8) + le(at, 8);
+  }
+  const std::uint64_t record = body.size() + central.size();
+  return body + central + le(0x06064b50, 4) + le(44, 8) + le(45, 2) + le(45, 2) + le(0, 4) + le(0, 4) +
+         le(members.size(), 8) + le(members.size(), 8) + le(central.size(), 8) + le(body.size(), 8) +  // record
+         le(0x07064b50, 4) + le(0, 4) + le(record, 8) + le(1, 4) +                                      // locator
+         le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(0xFFFF, 2) + le(0xFFFF, 2) + ff + ff + le(0, 2);
+}
+
 // Opening (and reading) `path` throws mldiag::error naming the file and every fragment.
 void check_refused(const std::string& path, std::initializer_list<const char*> fragments) {
   CAPTURE(path);
@@ -319,6 +339,14 @@ TEST_CASE("stored npz and npy written here: names, shapes, big-endian and Fortra
   const auto r = checkpoint_stats(c, 1);
   CHECK(same_bits(r[0].stats, r[1].stats));
   CHECK(same_bits(r[0].stats, mldiag::compute_stats(v)));
+  const auto z = checkpoint::open(write_file("zip64.npz", zip64({{"x.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", raw(v))},
+                                                                {"y.npy", npy("{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }", "\x09")}})));
+  REQUIRE(z.tensors().size() == 2);
+  CHECK(same_bits(checkpoint_stats(z, 1)[0].stats, r[0].stats));
+  CHECK(checkpoint_stats(z, 1)[1].stats.max == 9);
+  std::string cut64 = zip64({{"x.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", raw(v))}});
+  cut64[cut64.size() - 22 - 20 + 8] = '\x70';  // the locator points past the file
+  check_refused(write_file("cut64.npz", cut64), {"corrupt zip"});
   const auto one = checkpoint::open(write_file("weights.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", raw(std::vector<float>{4}))));
   CHECK(one.tensors()[0].name == "weights");
   CHECK(one.tensors()[0].shape.empty());

@@ -16,6 +16,11 @@ import os
 import struct
 import sys
 
+out = sys.argv[1]
+# A manifest from an earlier run must not outlive a run that cannot write a new one.
+if os.path.exists(os.path.join(out, "manifest.json")):
+    os.remove(os.path.join(out, "manifest.json"))
+
 try:
     import numpy as np
 except ImportError:
@@ -23,7 +28,6 @@ except ImportError:
           "that read numpy-written files do not run")
     sys.exit(77)
 
-out = sys.argv[1]
 os.makedirs(os.path.join(out, "values"), exist_ok=True)
 rng = np.random.default_rng(20261201)
 manifest = []
