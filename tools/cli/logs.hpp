@@ -248,7 +248,12 @@ class run_builder {
         ++restarts_;
       }
     }
-    if ((log_.steps.size() + 1) * std::max<std::size_t>(log_.metric_names.size(), 1) > max_cells) too_big();
+    // Adding a step writes a cell in every column; restarts drop steps without giving that work
+    // back, so the work is bounded too (a log that restarts on every line stays linear in the
+    // bound, not in lines x columns).
+    const std::size_t width = std::max<std::size_t>(log_.metric_names.size(), 1);
+    work_ += width;
+    if ((log_.steps.size() + 1) * width > max_cells || work_ > 8 * max_cells) too_big();
     log_.add_step(s);
   }
 
@@ -265,10 +270,11 @@ class run_builder {
  private:
   [[noreturn]] void too_big() const {
     throw error(log_.title + ": more than " + std::to_string(max_cells) +
-                " step x metric cells; split the log, or keep fewer columns");
+                " step x metric cells (or restarts rewriting them); split the log, or keep fewer columns");
   }
   report::run_log log_;
   std::size_t restarts_ = 0;
+  std::size_t work_ = 0;
 };
 
 /// The runs of a log in the order their groups first appear.
