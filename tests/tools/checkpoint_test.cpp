@@ -76,7 +76,7 @@ std::string le(std::uint64_t v, int bytes) {
 template <class T>
 std::string raw(const std::vector<T>& v) {
   std::string s(v.size() * sizeof(T), '\0');
-  std::memcpy(s.data(), v.data(), s.size());
+  if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
   return s;
 }
 
@@ -205,7 +205,7 @@ void check_against(const mldiag::tensor_stats& s, const reference& r) {
 std::vector<double> read_f64(const std::string& path) {
   const std::string s = read_file(path);
   std::vector<double> v(s.size() / 8);
-  std::memcpy(v.data(), s.data(), v.size() * 8);
+  if (!v.empty()) std::memcpy(v.data(), s.data(), v.size() * 8);
   return v;
 }
 
@@ -445,6 +445,12 @@ TEST_CASE("every dtype, written by numpy and by a Python safetensors writer, aga
     const std::string name = m.find("tensor")->string();
     CAPTURE(file);
     CAPTURE(name);
+#if !MLDIAG_CLI_HAS_ZLIB
+    if (file == "compressed.npz") {  // built without zlib: refused, and says why
+      check_refused(dir + "/" + file, {"without zlib"});
+      continue;
+    }
+#endif
     if (!files.count(file)) {
       files.emplace(file, checkpoint::open(dir + "/" + file));
       stats1[file] = checkpoint_stats(files.at(file), 1);
@@ -472,7 +478,9 @@ TEST_CASE("every dtype, written by numpy and by a Python safetensors writer, aga
     CAPTURE(d);
     CHECK(dtypes_seen[d] > 0);
   }
+#if MLDIAG_CLI_HAS_ZLIB
   CHECK(files.at("compressed.npz").tensors()[0].where == tensor_entry::storage::deflated);
+#endif
   CHECK(files.at("stored.npz").tensors()[0].where == tensor_entry::storage::in_place);
 }
 
@@ -515,6 +523,10 @@ TEST_CASE("diff of a safetensors file and an npz against a long-double reference
 
 TEST_CASE("a damaged compressed member is refused with the member's name") {
   const std::string dir = data_dir();
+#if !MLDIAG_CLI_HAS_ZLIB
+  MESSAGE("built without zlib: compressed members are refused (checked above)");
+  return;
+#endif
   std::string bytes = read_file(dir + "/compressed.npz");
   const auto c = checkpoint::open(dir + "/compressed.npz");
   const tensor_entry* t = c.find("large");
