@@ -447,11 +447,15 @@ TEST_CASE("tensorboard: a folder of event files (simple_value and TF2 tensors) e
                                                    {"Custom/Thing", "custom/thing"}};
   std::size_t checked = 0;
   std::size_t i = 0;
-  for (const auto& [step, values] : ref) {
+  // (plain variables, not structured bindings: clang 14 cannot capture those in doctest's lambdas)
+  for (const auto& entry : ref) {
+    const std::int64_t step = entry.first;
+    const auto& values = entry.second;
     CHECK(r.steps[i] == step);
-    for (const auto& [tag, nm] : name) {
+    for (const auto& tag_name : name) {
+      const std::string& tag = tag_name.first;
       const auto it = values.find(tag);
-      const double got = col(r, nm)[i];
+      const double got = col(r, tag_name.second)[i];
       if (it == values.end()) {
         CHECK_MESSAGE(run_log::is_absent(got), tag << " at " << step);
       } else {
@@ -662,7 +666,9 @@ TEST_CASE("real runs: the Megatron fixture equals the excerpt rows it was writte
       by_iteration[std::stoll(row[3])] = &row;
   REQUIRE(r.steps.size() == by_iteration.size());
   std::size_t i = 0;
-  for (const auto& [iteration, row] : by_iteration) {  // the fixture is in increasing order
+  for (const auto& entry : by_iteration) {  // the fixture is in increasing order
+    const std::int64_t iteration = entry.first;
+    const auto* row = entry.second;
     CHECK(r.steps[i] == iteration);
     for (std::size_t c = 4; c < t.header.size(); ++c) {
       const std::string name = t.header[c] == "global_batch_size" ? "global batch size" : expected_name.at(t.header[c]);
