@@ -514,8 +514,8 @@ class checkpoint {
     if (map_) map_->release(offset, length);
   }
   /// Asks for the pages of [offset, offset + length) to be read ahead (mapped files only; a hint).
-  void prefetch(std::uint64_t offset, std::uint64_t length) const noexcept {
-    if (map_) map_->will_need(offset, length);
+  void prefetch(std::uint64_t offset, std::uint64_t length, bool now = false) const noexcept {
+    if (map_) map_->will_need(offset, length, now);
   }
 
  private:
@@ -886,7 +886,8 @@ class tensor_source {
     if (t_.where == tensor_entry::storage::in_place) {
       if (done_ > 0) c_.release(t_.offset + done_ - last_, last_);  // the window just processed
       const auto w = c_.bytes().subspan(static_cast<std::size_t>(t_.offset + done_), n);
-      c_.prefetch(t_.offset + done_, n);
+      c_.prefetch(t_.offset + done_, n, true);               // this window: map it now
+      c_.prefetch(t_.offset + done_ + n, std::min<std::uint64_t>(left - n, window_));  // the next: read ahead
       done_ += n;
       last_ = n;
       if (n == 0 && t_.nbytes > 0) c_.release(t_.offset, t_.nbytes);
