@@ -35,6 +35,6 @@ for name in "${targets[@]}"; do
   echo "== fuzz_$name: running for ${seconds} s"
   (cd "$work" && "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 corpus \
      > "$work/log.txt" 2>&1) || { tail -40 "$work/log.txt"; echo "mldiag: fuzz_$name failed; reproducer in $work"; exit 1; }
-  grep -E "^(stat::number_of_executed_runs|stat::peak_rss_mb)" "$work/log.txt" | sed "s/^/   fuzz_$name /" || true
+  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log.txt" | sed "s/^/   fuzz_$name /" || true
   echo "== fuzz_$name: ok"
 done

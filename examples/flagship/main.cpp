@@ -5,18 +5,21 @@
 // experiments that re-train with one change each; a text report in the terminal and the run's
 // JSON Lines on disk.
 #include "../common/faults.hpp"
-#include "../common/jsonl.hpp"
 #include "../eigen_mlp/mlp.hpp"
 #if MLDIAG_DEMO_HAS_TORCH
 #include "../torch_transformer/transformer.hpp"
 #endif
 
 #include <mldiag/protocol/diagnosis.hpp>
+#include <mldiag/report/html.hpp>
+#include <mldiag/report/jsonl.hpp>
+#include <mldiag/report/text.hpp>
+
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <map>
 #include <set>
 #include <string>
 #include <variant>
@@ -33,30 +36,6 @@ struct demo_model {
   std::function<examples::run_result(const examples::run_options&, mldiag::monitor&)> train;
   std::function<mldiag::monitor_config()> settings;
 };
-
-void report(const examples::run_result& r) {
-  // Findings grouped by question: one line per symptom with its first step, how often it
-  // fired, where, and the numbers.
-  std::map<int, std::map<std::string, std::pair<const examples::seen_finding*, int>>> by_question;
-  for (const auto& s : r.findings) {
-    auto& slot = by_question[static_cast<int>(s.f.question)][s.f.symptom];
-    if (slot.first == nullptr) slot.first = &s;
-    ++slot.second;
-  }
-  std::printf("\n== report: %zu finding(s) at warning or above ==\n", r.findings.size());
-  for (const auto& [q, symptoms] : by_question) {
-    std::printf("%s\n", std::string(mldiag::name(static_cast<mldiag::question>(q))).c_str());
-    for (const auto& [symptom, first] : symptoms) {
-      const auto& f = first.first->f;
-      std::printf("  %-8s %-34s first at step %lld, %d time(s)", std::string(mldiag::name(f.severity)).c_str(), symptom.c_str(),
-                  static_cast<long long>(first.first->step), first.second);
-      if (!f.where.empty()) std::printf(", at %s", f.where.front().first.c_str());
-      std::printf("\n          ");
-      for (const auto& [k, v] : f.evidence) std::printf(" %s=%.4g", k.c_str(), v);
-      std::printf("   [%s]\n", f.detector.c_str());
-    }
-  }
-}
 
 }  // namespace
 
@@ -107,7 +86,7 @@ int main(int argc, char** argv) try {
 
   // The run, with its JSON Lines.
   const std::string jsonl_path = out_dir + "/run.jsonl";
-  examples::jsonl_writer jsonl(jsonl_path);
+  mldiag::report::jsonl_sink jsonl(jsonl_path, "mldiag flagship demo: " + m.title);
   examples::run_options o = m.faulty;
   std::set<std::string> shown;
   o.on_step = [&](std::int64_t step, const mldiag::monitor& mon, std::span<const mldiag::finding> found) {
@@ -125,7 +104,8 @@ int main(int argc, char** argv) try {
   mldiag::monitor mon(m.settings());
   const auto run = m.train(o, mon);
   if (!run.planted_layer.empty()) std::printf("(the fault was planted in %s)\n", run.planted_layer.c_str());
-  report(run);
+  // The text report, from the JSON Lines just written (what `mldiag report` reads too).
+  fmt::print("\n{}", mldiag::report::text_report(mldiag::report::read_jsonl(jsonl_path)));
   if (mon.open_diagnoses() == 0) {
     std::printf("mldiag: the monitor found nothing to diagnose\n");
     return 1;
@@ -182,8 +162,16 @@ int main(int argc, char** argv) try {
   auto verified = std::move(fix).verify(after.baseline());
   const auto& state = std::visit([](const auto& phase) -> const p::diagnosis_state& { return phase.state(); }, verified);
   std::printf("\n== diagnosis log ==\n");
-  for (const auto& line : state.log) std::printf("%s\n", line.c_str());
-  std::printf("\nreport files: %s (JSON Lines: one line per step, one per finding)\n", jsonl_path.c_str());
+  for (const auto& line : state.log) {
+    std::printf("%s\n", line.c_str());
+    jsonl.diagnosis(line);
+  }
+  // The HTML report: loss curve and gradient-norm heatmap with the findings marked, the
+  // findings with their evidence, the diagnosis log (`mldiag report run.jsonl` makes the same).
+  const std::string html_path = out_dir + "/report.html";
+  mldiag::report::write_html(mldiag::report::read_jsonl(jsonl_path), html_path);
+  std::printf("\nreport files: %s (JSON Lines: one line per step, one per finding, one per diagnosis line), %s (HTML)\n",
+              jsonl_path.c_str(), html_path.c_str());
   return verified.index() == 0 ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

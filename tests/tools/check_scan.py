@@ -4,7 +4,7 @@
 
 usage: check_scan.py SCAN.json --expect 'RUN|SYMPTOM|FIRST_MIN|FIRST_MAX[|SEVERITY]' ...
 
-RUN is a substring of a run's title; the run must have a finding with SYMPTOM at warning or
+RUN is a run's title, or the part after ": " (a group of --group-by); the run must have a finding with SYMPTOM at warning or
 above whose first_step lies in [FIRST_MIN, FIRST_MAX] (and, when given, that severity).
 Python 3 standard library only.
 """
@@ -28,7 +28,7 @@ def main():
         parts = e.split("|")
         run, symptom, lo, hi = parts[0], parts[1], int(parts[2]), int(parts[3])
         severity = parts[4] if len(parts) > 4 else None
-        runs = [r for r in doc["runs"] if run in r["title"]]
+        runs = [r for r in doc["runs"] if r["title"] == run or r["title"].endswith(": " + run)]
         if len(runs) != 1:
             failures.append(f"{e}: {len(runs)} runs titled like '{run}' (titles: {[r['title'] for r in doc['runs']]})")
             continue

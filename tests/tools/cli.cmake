@@ -44,3 +44,22 @@ else()
   add_test(NAME tools.cli.real_runs COMMAND ${CMAKE_COMMAND} -E echo "mldiag: ${real_runs} not found: the real-log scans are skipped")
   set_tests_properties(tools.cli.real_runs PROPERTIES SKIP_REGULAR_EXPRESSION "skipped")
 endif()
+
+# The flagship demo's HTML report: `mldiag report` on its JSON Lines writes the same page the
+# demo wrote, and headless Chromium shows the planted fault (attention scores x50 in blocks.1
+# from step 100, found at step 101) on the loss curve and on blocks.1's rows of the heatmap,
+# and on no other block's. The screenshot stays at build/examples/flagship/demo/report.png.
+if(TARGET mldiag_demo AND TARGET mldiag::torch AND Python3_Interpreter_FOUND)
+  set(demo_dir "${PROJECT_BINARY_DIR}/examples/flagship/demo")
+  mldiag_cli_expect_exit(report_demo 1 "wrote .*report-cli.html \\(300 steps" report ${demo_dir}/run.jsonl -o ${demo_dir}/report-cli.html)
+  set_tests_properties(tools.cli.report_demo PROPERTIES FIXTURES_REQUIRED mldiag_demo_run FIXTURES_SETUP mldiag_demo_report)
+  add_test(NAME tools.cli.report_demo_same COMMAND ${CMAKE_COMMAND} -E compare_files ${demo_dir}/report.html ${demo_dir}/report-cli.html)
+  set_tests_properties(tools.cli.report_demo_same PROPERTIES FIXTURES_REQUIRED mldiag_demo_report)
+  add_test(NAME tools.cli.report_demo_chromium
+           COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/report/check_html.py ${demo_dir}/report-cli.html
+                   --screenshot ${demo_dir}/report.png
+                   --expect-marker "step=101,tensor=blocks.1.qkv.weight,symptom=attention entropy collapse"
+                   --expect-marker "step=101,tensor=blocks.1.proj.weight,symptom=attention entropy collapse"
+                   --expect-no-marker "tensor=blocks.0" --expect-no-marker "tensor=blocks.2" --expect-no-marker "tensor=blocks.3")
+  set_tests_properties(tools.cli.report_demo_chromium PROPERTIES FIXTURES_REQUIRED mldiag_demo_report SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -6,7 +6,7 @@ if(NOT rc EQUAL 1)
   message(FATAL_ERROR "mldiag scan exited ${rc}, expected 1 (findings): ${err}")
 endif()
 execute_process(COMMAND ${PYTHON} ${CHECK} ${OUT} --exit-code 1
-  --expect "First lm loss spike|exploding gradients|31215|31219"
+  --expect "2022-04-12 First lm loss spike|exploding gradients|31215|31219"
   --expect "A huge lm loss spike|loss spike|29050|29050|critical"
   --expect "Experiment 2|sustained loss increase|6920|6940"
   --expect "Analyzing Spike|exploding gradients|11447|11447"

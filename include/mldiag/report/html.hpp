@@ -6,6 +6,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/report/run_log.hpp"
+#include "mldiag/report/text.hpp"
 #include "mldiag/version.hpp"
 
 #include <fmt/format.h>
@@ -163,6 +164,21 @@ inline void envelope(const step_buckets& buckets, std::span<const std::int64_t> 
   if (!longer.starts_with(shorter)) return false;
   return longer.size() == shorter.size() || longer[shorter.size()] == '.' ||
          longer[shorter.size()] == '/';
+}
+
+/// The module a finding's location stands for on the heatmap: the location itself when it
+/// names a row, else its parent module (the name up to its last '.' or '/'), and so on while
+/// the parent still has a separator. Detectors name what they observed (`blocks.1.attn`, an
+/// attention entropy), which need not be a parameter: its block (`blocks.1`) is. Empty when
+/// nothing matches.
+[[nodiscard]] inline std::string_view heatmap_location(std::string_view location, const std::vector<std::string_view>& rows) {
+  for (;;) {
+    for (const auto& row : rows)
+      if (location_matches(location, row)) return location;
+    const auto cut = location.find_last_of("./");
+    if (cut == std::string_view::npos || location.substr(0, cut).find_first_of("./") == std::string_view::npos) return {};
+    location = location.substr(0, cut);
+  }
 }
 
 /// Appends text escaped for HTML text and attribute values (quotes included); control
@@ -425,33 +441,20 @@ struct heatmap_grid {
 
 // ---- findings, collapsed ------------------------------------------------------------------------
 
-/// Repeated deliveries of one finding (same symptom, first step, detector and top location)
-/// as one row: the newest delivery's numbers, how often and between which steps it came.
+/// Repeated deliveries of one finding as one row and one marker: the grouping of the text
+/// report (report/text.hpp, `group_findings`), so both reports count the same.
 struct collapsed_finding {
-  const finding* f = nullptr;
+  finding f;
   std::size_t count = 0;
   std::int64_t first_delivered = 0, last_delivered = 0;
 };
 
-[[nodiscard]] inline std::vector<collapsed_finding> collapse(
-    const std::vector<logged_finding>& findings) {
+[[nodiscard]] inline std::vector<collapsed_finding> collapse(const std::vector<logged_finding>& findings,
+                                                             const std::vector<std::int64_t>& steps) {
   std::vector<collapsed_finding> out;
-  std::unordered_map<std::string, std::size_t> seen;
-  for (const auto& lf : findings) {
-    const auto& f = lf.finding;
-    const std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", f.symptom, f.first_step, f.detector,
-                                        f.where.empty() ? "" : f.where.front().first);
-    const auto [it, fresh] = seen.emplace(key, out.size());
-    if (fresh) {
-      out.push_back({&f, 1, lf.step, lf.step});
-      continue;
-    }
-    auto& c = out[it->second];
-    c.f = &f;  // the newest delivery has the newest last_step and evidence
-    ++c.count;
-    c.first_delivered = std::min(c.first_delivered, lf.step);
-    c.last_delivered = std::max(c.last_delivered, lf.step);
-  }
+  for (auto& g : group_findings(findings, steps)) out.push_back({std::move(g.f), g.deliveries, g.delivered_first, g.delivered_last});
+  // In the order they were first delivered (group_findings orders by question for the text).
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first_delivered < b.first_delivered; });
   return out;
 }
 
@@ -482,7 +485,7 @@ class page {
       : run_(run),
         opt_(opt),
         buckets_(make_buckets(run.steps, opt.max_columns)),
-        findings_(collapse(run.findings)) {
+        findings_(collapse(run.findings, run.steps)) {
     if (opt.width < opt.label_width + 200)
       throw error("html report: width must exceed label_width by at least 200 px");
     plot_left_ = static_cast<double>(opt.label_width);
@@ -570,9 +573,9 @@ footer{margin-top:30px;color:#777;font-size:12px}
     put("; {} findings ({} deliveries)</p>\n", findings_.size(), run_.findings.size());
     std::array<std::size_t, 3> by_severity{}, by_question{};
     for (const auto& c : findings_) {
-      const auto s = static_cast<std::size_t>(c.f->severity);
+      const auto s = static_cast<std::size_t>(c.f.severity);
       if (s < by_severity.size()) ++by_severity[s];
-      const auto q = static_cast<std::size_t>(question_number(c.f->question));
+      const auto q = static_cast<std::size_t>(question_number(c.f.question));
       if (q >= 1 && q <= 3) ++by_question[q - 1];
     }
     out_ += "<table class=\"counts\"><tr>";
@@ -592,7 +595,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
 
   // A tooltip body for a finding.
   [[nodiscard]] static std::string finding_tooltip(const collapsed_finding& c) {
-    const auto& f = *c.f;
+    const auto& f = c.f;
     std::string t = fmt::format("{} ({}, {}) at step {}", f.symptom, name(f.severity),
                                 name(f.question), f.first_step);
     if (f.last_step != f.first_step) t += fmt::format(" to {}", f.last_step);
@@ -731,7 +734,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
     // several fall in one column.
     std::unordered_map<std::size_t, int> stacked;
     for (const auto& c : findings_) {
-      const auto& f = *c.f;
+      const auto& f = c.f;
       const std::size_t b = buckets_.of(f.first_step);
       const double x = x_of_bucket(b);
       const double ty = top - 4 - 7.0 * stacked[b]++;
@@ -888,7 +891,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
     // Finding markers: a line across the map at the first step, and a box on every row whose
     // tensor the finding's locations name.
     for (const auto& c : findings_) {
-      const auto& f = *c.f;
+      const auto& f = c.f;
       const double x = x_of_step(f.first_step);
       put("<line class=\"heatmap-step-line\" data-step=\"{0}\" x1=\"{1:.1f}\" x2=\"{1:.1f}\" "
           "y1=\"{2:.1f}\" y2=\"{3:.1f}\" stroke=\"{4}\" stroke-opacity=\"0.6\" "
@@ -896,10 +899,12 @@ footer{margin-top:30px;color:#777;font-size:12px}
           f.first_step, x, top - 6, bottom, severity_colour(f.severity));
       const std::string tip = finding_tooltip(c);
       const double w = std::max(5.0, column_width() + 2);
+      std::vector<std::string_view> locations;
+      for (const auto& loc : f.where)
+        if (const auto l = heatmap_location(loc.first, g.tensor); !l.empty()) locations.push_back(l);
       for (std::size_t r = 0; r < rows; ++r) {
-        const bool named = std::any_of(f.where.begin(), f.where.end(), [&](const auto& loc) {
-          return location_matches(loc.first, g.tensor[r]);
-        });
+        const bool named = std::any_of(locations.begin(), locations.end(),
+                                       [&](std::string_view loc) { return location_matches(loc, g.tensor[r]); });
         if (!named) continue;
         out_ += "<rect class=\"heatmap-marker\" data-tensor=\"";
         text(g.tensor[r]);
@@ -955,22 +960,22 @@ footer{margin-top:30px;color:#777;font-size:12px}
       put("<h3 data-question=\"{}\">{}</h3>\n", question_number(q), name(q));
       std::vector<const collapsed_finding*> rows;
       for (const auto& c : findings_)
-        if (c.f->question == q) rows.push_back(&c);
+        if (c.f.question == q) rows.push_back(&c);
       if (rows.empty()) {
         out_ += "<p class=\"note\">No findings.</p>\n";
         continue;
       }
       // Most severe first, then by first step.
       std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-        if (a->f->severity != b->f->severity) return a->f->severity > b->f->severity;
-        return a->f->first_step < b->f->first_step;
+        if (a->f.severity != b->f.severity) return a->f.severity > b->f.severity;
+        return a->f.first_step < b->f.first_step;
       });
       out_ +=
           "<table class=\"findings\"><tr><th>severity</th><th>symptom</th><th>first step</th>"
           "<th>last step</th><th>where (score)</th><th>evidence</th><th>detector</th>"
           "<th>deliveries</th></tr>\n";
       for (const auto* c : rows) {
-        const auto& f = *c->f;
+        const auto& f = c->f;
         put("<tr class=\"finding\" data-question=\"{0}\" data-severity=\"{1}\" data-step=\"{2}\">"
             "<td><span class=\"sev sev-{1}\">{1}</span></td><td>",
             question_number(q), name(f.severity), f.first_step);

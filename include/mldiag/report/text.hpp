@@ -25,34 +25,57 @@ struct text_options {
   std::size_t max_locations = 3;
 };
 
-/// One finding as the reports show it: a finding delivered at several steps (a detector
-/// reports every step while its condition holds) collapses into one entry with the number of
-/// deliveries, the newest last_step and the evidence of the most recent delivery.
+/// One finding as the reports show it. Detectors report while their condition holds, either
+/// as one finding whose last_step grows or as a fresh finding at each step; deliveries of the
+/// same (question, symptom, detector, top location) at consecutive logged steps collapse into
+/// one group with the number of deliveries, the span of steps and the numbers of its most
+/// severe delivery (the newest among equals).
 struct finding_group {
   finding f;
   std::int64_t delivered_first = -1;  ///< the step of the first delivery
+  std::int64_t delivered_last = -1;   ///< the step of the newest delivery
   std::size_t deliveries = 0;
 };
 
-/// Groups a run's findings: one group per (question, symptom, detector, top location, first
-/// step), ordered by question, then severity (highest first), then first step.
-[[nodiscard]] inline std::vector<finding_group> group_findings(const std::vector<logged_finding>& findings) {
-  std::map<std::tuple<int, std::string, std::string, std::string, std::int64_t>, std::size_t> index;
+/// Groups a run's findings (see finding_group), ordered by question, then severity (highest
+/// first), then first step. `steps` are the run's logged steps, which define "consecutive"
+/// (empty: deliveries at steps that differ by at most 1 are consecutive).
+[[nodiscard]] inline std::vector<finding_group> group_findings(const std::vector<logged_finding>& findings,
+                                                               const std::vector<std::int64_t>& steps = {}) {
+  // The index of a step among the logged ones (steps are usually increasing: binary search,
+  // else a linear scan).
+  const bool sorted = std::is_sorted(steps.begin(), steps.end());
+  auto index_of = [&](std::int64_t step) -> std::int64_t {
+    if (steps.empty()) return step;
+    if (sorted) {
+      const auto it = std::lower_bound(steps.begin(), steps.end(), step);
+      if (it != steps.end() && *it == step) return it - steps.begin();
+      return -1;
+    }
+    const auto it = std::find(steps.begin(), steps.end(), step);
+    return it == steps.end() ? -1 : it - steps.begin();
+  };
+  std::map<std::tuple<int, std::string, std::string, std::string>, std::size_t> open;  // key -> newest group
   std::vector<finding_group> groups;
   for (const auto& lf : findings) {
     const auto& f = lf.finding;
-    auto key = std::make_tuple(static_cast<int>(f.question), f.symptom, f.detector, f.where.empty() ? std::string() : f.where.front().first,
-                               f.first_step);
-    const auto [it, fresh] = index.try_emplace(std::move(key), groups.size());
-    if (fresh) {
-      groups.push_back({f, lf.step, 1});
-      continue;
+    auto key = std::make_tuple(static_cast<int>(f.question), f.symptom, f.detector, f.where.empty() ? std::string() : f.where.front().first);
+    const auto it = open.find(key);
+    if (it != open.end()) {
+      auto& g = groups[it->second];
+      const auto here = index_of(lf.step), before = index_of(g.delivered_last);
+      if (here >= 0 && before >= 0 && here - before <= 1) {
+        const auto first = std::min(g.f.first_step, f.first_step), last = std::max(g.f.last_step, f.last_step);
+        if (f.severity >= g.f.severity) g.f = f;  // the most severe delivery's numbers
+        g.f.first_step = first;
+        g.f.last_step = last;
+        g.delivered_last = lf.step;
+        ++g.deliveries;
+        continue;
+      }
     }
-    auto& g = groups[it->second];
-    const auto worst = std::max(g.f.severity, f.severity);
-    g.f = f;  // the newest delivery's numbers
-    g.f.severity = worst;
-    ++g.deliveries;
+    open[std::move(key)] = groups.size();
+    groups.push_back({f, lf.step, lf.step, 1});
   }
   std::stable_sort(groups.begin(), groups.end(), [](const finding_group& a, const finding_group& b) {
     if (a.f.question != b.f.question) return a.f.question < b.f.question;
@@ -84,7 +107,7 @@ struct finding_group {
     }
     out += '\n';
   }
-  const auto groups = group_findings(run.findings);
+  const auto groups = group_findings(run.findings, run.steps);
   std::size_t shown = 0, hidden = 0;
   for (const auto& g : groups) (g.f.severity >= o.min_severity ? shown : hidden) += 1;
   fmt::format_to(it, "{} finding(s) at {} or above", shown, name(o.min_severity));
