@@ -63,3 +63,23 @@ if(TARGET mldiag_demo AND TARGET mldiag::torch AND Python3_Interpreter_FOUND)
                    --expect-no-marker "tensor=blocks.0" --expect-no-marker "tensor=blocks.2" --expect-no-marker "tensor=blocks.3")
   set_tests_properties(tools.cli.report_demo_chromium PROPERTIES FIXTURES_REQUIRED mldiag_demo_report SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
+
+# `mldiag stats --json` against numpy itself, on the files numpy wrote for the checkpoint
+# tests (tools_checkpoint.generate): every dtype numpy writes, both byte orders, Fortran
+# order, stored and compressed .npz, a 0-d scalar, an empty tensor.
+if(mldiag_ckpt_python)
+  set(npy_files "")
+  foreach(f le_f2 le_f4 le_f8 be_f2 be_f4 be_f8 le_i1 le_i2 le_i4 le_i8 be_i2 be_i4 be_i8 le_u1 le_u2 le_u4 le_u8
+            be_u2 be_u4 be_u8 le_b1 fortran scalar empty)
+    list(APPEND npy_files ${mldiag_ckpt_data}/${f}.npy)
+  endforeach()
+  add_test(NAME tools.cli.stats_numpy
+           COMMAND ${mldiag_ckpt_python} ${CMAKE_CURRENT_LIST_DIR}/check_stats.py $<TARGET_FILE:mldiag_cli>
+                   ${npy_files} ${mldiag_ckpt_data}/stored.npz ${mldiag_ckpt_data}/compressed.npz)
+  set_tests_properties(tools.cli.stats_numpy PROPERTIES FIXTURES_REQUIRED mldiag_ckpt_data SKIP_RETURN_CODE 77)
+endif()
+# Bad checkpoints through the tool: one "mldiag:" line naming the file, exit code 2.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/not-a-checkpoint.safetensors "step,loss\n1,2\n")
+mldiag_cli_expect_exit(stats_bad_file 2 "^mldiag: .*not-a-checkpoint.safetensors: .*text" stats ${CMAKE_CURRENT_BINARY_DIR}/not-a-checkpoint.safetensors)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/empty.csv "")
+mldiag_cli_expect_exit(scan_empty_log 2 "^mldiag: .*empty.csv" scan ${CMAKE_CURRENT_BINARY_DIR}/empty.csv)
