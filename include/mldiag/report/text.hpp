@@ -39,7 +39,7 @@ struct finding_group {
 
 /// Groups a run's findings (see finding_group), ordered by question, then severity (highest
 /// first), then first step. `steps` are the run's logged steps, which define "consecutive"
-/// (empty: deliveries at steps that differ by at most 1 are consecutive).
+/// (for steps not among them, or without them: steps that differ by at most 1).
 [[nodiscard]] inline std::vector<finding_group> group_findings(const std::vector<logged_finding>& findings,
                                                                const std::vector<std::int64_t>& steps = {}) {
   // The index of a step among the logged ones (steps are usually increasing: binary search,
@@ -64,7 +64,9 @@ struct finding_group {
     if (it != open.end()) {
       auto& g = groups[it->second];
       const auto here = index_of(lf.step), before = index_of(g.delivered_last);
-      if (here >= 0 && before >= 0 && here - before <= 1) {
+      // Adjacent in the log, or (a step the log does not have) at most one step apart.
+      const bool consecutive = here >= 0 && before >= 0 ? here - before <= 1 : lf.step - g.delivered_last <= 1;
+      if (consecutive) {
         const auto first = std::min(g.f.first_step, f.first_step), last = std::max(g.f.last_step, f.last_step);
         if (f.severity >= g.f.severity) g.f = f;  // the most severe delivery's numbers
         g.f.first_step = first;
