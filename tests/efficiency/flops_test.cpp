@@ -22,25 +22,45 @@ namespace {
 // d 768, 12 layers, 12 heads, FFN 4·768 = 3072, biases, LayerNorm, tied embeddings, learned
 // positions.
 eff::transformer_shape gpt2_124m() {
-  return {.vocab = 50257, .d_model = 768, .layers = 12, .heads = 12, .ffn_hidden = 3072,
-          .tied_embeddings = true, .learned_positions = 1024, .bias = true, .norm = eff::norm_kind::layer_norm};
+  return {.vocab = 50257,
+          .d_model = 768,
+          .layers = 12,
+          .heads = 12,
+          .ffn_hidden = 3072,
+          .tied_embeddings = true,
+          .learned_positions = 1024,
+          .bias = true,
+          .norm = eff::norm_kind::layer_norm};
 }
 
 // Llama-2-7B (Touvron et al. 2023; "meta-llama/Llama-2-7b-hf" config): vocab 32000, d 4096,
 // 32 layers, 32 heads (head dim 128), FFN 11008 SwiGLU, RMSNorm, untied, no biases, RoPE.
 eff::transformer_shape llama2_7b() {
-  return {.vocab = 32000, .d_model = 4096, .layers = 32, .heads = 32, .ffn_hidden = 11008, .gated_ffn = true};
+  return {.vocab = 32000,
+          .d_model = 4096,
+          .layers = 32,
+          .heads = 32,
+          .ffn_hidden = 11008,
+          .gated_ffn = true};
 }
 
 // Mixtral-8x7B (Jiang et al. 2024; "mistralai/Mixtral-8x7B-v0.1" config): vocab 32000, d 4096,
 // 32 layers, 32 query heads of 128, 8 KV heads (GQA), every layer MoE with 8 SwiGLU experts of
 // 14336, top-2, router without bias, RMSNorm, untied, no biases.
 eff::transformer_shape mixtral_8x7b() {
-  return {.vocab = 32000, .d_model = 4096, .layers = 32, .heads = 32, .kv_heads = 8, .ffn_hidden = 14336,
-          .gated_ffn = true, .moe = {.experts = 8, .top_k = 2}};
+  return {.vocab = 32000,
+          .d_model = 4096,
+          .layers = 32,
+          .heads = 32,
+          .kv_heads = 8,
+          .ffn_hidden = 14336,
+          .gated_ffn = true,
+          .moe = {.experts = 8, .top_k = 2}};
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 std::string message_of(auto&& f) {
   try {
@@ -90,17 +110,20 @@ TEST_CASE("GPT-2 124M: FLOPs per token and per step, each embedding choice") {
 
   // Output only: the tied wte is the logit matmul and stays; wpe (786,432) goes:
   // N = 123,653,376 (nanoGPT's get_num_params()), 6N = 741,920,256, total 855,166,464.
-  const auto out = eff::training_flops_per_token(gpt2_124m(), 1024, {.embeddings = eff::embedding_count::output_only});
+  const auto out = eff::training_flops_per_token(gpt2_124m(), 1024,
+                                                 {.embeddings = eff::embedding_count::output_only});
   CHECK(out.counted_parameters == 123'653'376u);
   CHECK(out.total == 855'166'464u);
 
   // Kaplan's non-embedding N = 85,056,000: 6N = 510,336,000, total 623,582,208.
-  const auto none = eff::training_flops_per_token(gpt2_124m(), 1024, {.embeddings = eff::embedding_count::none});
+  const auto none =
+      eff::training_flops_per_token(gpt2_124m(), 1024, {.embeddings = eff::embedding_count::none});
   CHECK(none.counted_parameters == 85'056'000u);
   CHECK(none.total == 623'582'208u);
 
   // Causal halving: 113,246,208 / 2 = 56,623,104; total 746,638,848 + 56,623,104 = 803,261,952.
-  const auto causal = eff::training_flops_per_token(gpt2_124m(), 1024, {.attention = eff::attention_count::causal});
+  const auto causal =
+      eff::training_flops_per_token(gpt2_124m(), 1024, {.attention = eff::attention_count::causal});
   CHECK(causal.attention_flops == 56'623'104u);
   CHECK(causal.total == 803'261'952u);
 
@@ -115,12 +138,15 @@ TEST_CASE("GPT-2 124M: cross-check with Narayanan et al. 2021 (Megatron)") {
   // counts the logit matmul but no input lookup (our output_only) and assumes no biases or
   // norms. Evaluated here as printed, per token (B = 1, divide by s):
   const double B = 1, s = 1024, l = 12, h = 768, V = 50257;
-  const double megatron_per_token = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)) / s;
+  const double megatron_per_token =
+      72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)) / s;
   // = 72·l·h² + 12·l·h·s + 6·h·V = 509,607,936 + 113,246,208 + 231,584,256 = 854,438,400.
   CHECK(megatron_per_token == doctest::Approx(854'438'400.0).epsilon(1e-12));
   // Ours (output_only) adds 6 × the 121,344 bias and norm parameters = 728,064.
-  const auto out = eff::training_flops_per_token(gpt2_124m(), 1024, {.embeddings = eff::embedding_count::output_only});
-  CHECK(static_cast<double>(out.total - 6u * 121'344u) == doctest::Approx(megatron_per_token).epsilon(1e-12));
+  const auto out = eff::training_flops_per_token(gpt2_124m(), 1024,
+                                                 {.embeddings = eff::embedding_count::output_only});
+  CHECK(static_cast<double>(out.total - 6u * 121'344u) ==
+        doctest::Approx(megatron_per_token).epsilon(1e-12));
 }
 
 TEST_CASE("Llama-2-7B: parameters and FLOPs by hand") {
@@ -146,7 +172,8 @@ TEST_CASE("Llama-2-7B: parameters and FLOPs by hand") {
   CHECK(f.parameter_flops == 40'430'493'696u);
   CHECK(f.total == 46'872'944'640u);
   // Output only drops the input embedding: N = 6,738,415,616 − 131,072,000 = 6,607,343,616.
-  CHECK(eff::training_flops_per_token(llama2_7b(), 4096, {.embeddings = eff::embedding_count::output_only})
+  CHECK(eff::training_flops_per_token(llama2_7b(), 4096,
+                                      {.embeddings = eff::embedding_count::output_only})
             .counted_parameters == 6'607'343'616u);
 }
 
@@ -184,8 +211,13 @@ TEST_CASE("MoE placement: every other layer, shared experts, own expert width") 
   // A toy shape small enough to add up in one's head: V 10, d 4, L 4, 2 heads of 2, FFN 8
   // (2 matrices), RMSNorm, untied; MoE from layer 1 every 2nd layer (layers 1 and 3), 4
   // experts, top-1, 1 shared expert.
-  eff::transformer_shape s{.vocab = 10, .d_model = 4, .layers = 4, .heads = 2, .ffn_hidden = 8,
-                           .moe = {.experts = 4, .top_k = 1, .shared_experts = 1, .first_layer = 1, .layer_step = 2}};
+  eff::transformer_shape s{
+      .vocab = 10,
+      .d_model = 4,
+      .layers = 4,
+      .heads = 2,
+      .ffn_hidden = 8,
+      .moe = {.experts = 4, .top_k = 1, .shared_experts = 1, .first_layer = 1, .layer_step = 2}};
   const auto p = eff::count_parameters(s);
   CHECK(p.moe_layers == 2u);
   // Embeddings 2·10·4 = 80; attention 4·4·4 = 64 per layer, ·4 = 256; dense FFN 2·4·8 = 64 for
@@ -216,23 +248,40 @@ TEST_CASE("peak table: dense datasheet values, every device and precision once")
     double expected;
   };
   const row rows[] = {
-      {eff::gpu::a100_sxm_80gb, eff::precision::fp32, 19.5e12}, {eff::gpu::a100_sxm_80gb, eff::precision::tf32, 156e12},
-      {eff::gpu::a100_sxm_80gb, eff::precision::bf16, 312e12},  {eff::gpu::a100_sxm_80gb, eff::precision::fp16, 312e12},
-      {eff::gpu::h100_sxm, eff::precision::fp32, 67e12},        {eff::gpu::h100_sxm, eff::precision::tf32, 989e12 / 2},
-      {eff::gpu::h100_sxm, eff::precision::bf16, 1979e12 / 2},  {eff::gpu::h100_sxm, eff::precision::fp16, 1979e12 / 2},
-      {eff::gpu::h100_sxm, eff::precision::fp8, 3958e12 / 2},   {eff::gpu::h100_pcie, eff::precision::fp32, 51e12},
-      {eff::gpu::h100_pcie, eff::precision::tf32, 756e12 / 2},  {eff::gpu::h100_pcie, eff::precision::bf16, 1513e12 / 2},
-      {eff::gpu::h100_pcie, eff::precision::fp16, 1513e12 / 2}, {eff::gpu::h100_pcie, eff::precision::fp8, 3026e12 / 2},
-      {eff::gpu::h200_sxm, eff::precision::fp32, 67e12},        {eff::gpu::h200_sxm, eff::precision::tf32, 989e12 / 2},
-      {eff::gpu::h200_sxm, eff::precision::bf16, 1979e12 / 2},  {eff::gpu::h200_sxm, eff::precision::fp16, 1979e12 / 2},
-      {eff::gpu::h200_sxm, eff::precision::fp8, 3958e12 / 2},   {eff::gpu::b200, eff::precision::fp32, 75e12},
-      {eff::gpu::b200, eff::precision::tf32, 2.2e15 / 2},       {eff::gpu::b200, eff::precision::bf16, 4.5e15 / 2},
-      {eff::gpu::b200, eff::precision::fp16, 4.5e15 / 2},       {eff::gpu::b200, eff::precision::fp8, 9e15 / 2},
-      {eff::gpu::l40s, eff::precision::fp32, 91.6e12},          {eff::gpu::l40s, eff::precision::tf32, 183e12},
-      {eff::gpu::l40s, eff::precision::bf16, 362.05e12},        {eff::gpu::l40s, eff::precision::fp16, 362.05e12},
-      {eff::gpu::l40s, eff::precision::fp8, 733e12},            {eff::gpu::rtx_4090, eff::precision::fp32, 82.6e12},
-      {eff::gpu::rtx_4090, eff::precision::tf32, 82.6e12},      {eff::gpu::rtx_4090, eff::precision::bf16, 165.2e12},
-      {eff::gpu::rtx_4090, eff::precision::fp16, 165.2e12},     {eff::gpu::rtx_4090, eff::precision::fp8, 330.3e12},
+      {eff::gpu::a100_sxm_80gb, eff::precision::fp32, 19.5e12},
+      {eff::gpu::a100_sxm_80gb, eff::precision::tf32, 156e12},
+      {eff::gpu::a100_sxm_80gb, eff::precision::bf16, 312e12},
+      {eff::gpu::a100_sxm_80gb, eff::precision::fp16, 312e12},
+      {eff::gpu::h100_sxm, eff::precision::fp32, 67e12},
+      {eff::gpu::h100_sxm, eff::precision::tf32, 989e12 / 2},
+      {eff::gpu::h100_sxm, eff::precision::bf16, 1979e12 / 2},
+      {eff::gpu::h100_sxm, eff::precision::fp16, 1979e12 / 2},
+      {eff::gpu::h100_sxm, eff::precision::fp8, 3958e12 / 2},
+      {eff::gpu::h100_pcie, eff::precision::fp32, 51e12},
+      {eff::gpu::h100_pcie, eff::precision::tf32, 756e12 / 2},
+      {eff::gpu::h100_pcie, eff::precision::bf16, 1513e12 / 2},
+      {eff::gpu::h100_pcie, eff::precision::fp16, 1513e12 / 2},
+      {eff::gpu::h100_pcie, eff::precision::fp8, 3026e12 / 2},
+      {eff::gpu::h200_sxm, eff::precision::fp32, 67e12},
+      {eff::gpu::h200_sxm, eff::precision::tf32, 989e12 / 2},
+      {eff::gpu::h200_sxm, eff::precision::bf16, 1979e12 / 2},
+      {eff::gpu::h200_sxm, eff::precision::fp16, 1979e12 / 2},
+      {eff::gpu::h200_sxm, eff::precision::fp8, 3958e12 / 2},
+      {eff::gpu::b200, eff::precision::fp32, 75e12},
+      {eff::gpu::b200, eff::precision::tf32, 2.2e15 / 2},
+      {eff::gpu::b200, eff::precision::bf16, 4.5e15 / 2},
+      {eff::gpu::b200, eff::precision::fp16, 4.5e15 / 2},
+      {eff::gpu::b200, eff::precision::fp8, 9e15 / 2},
+      {eff::gpu::l40s, eff::precision::fp32, 91.6e12},
+      {eff::gpu::l40s, eff::precision::tf32, 183e12},
+      {eff::gpu::l40s, eff::precision::bf16, 362.05e12},
+      {eff::gpu::l40s, eff::precision::fp16, 362.05e12},
+      {eff::gpu::l40s, eff::precision::fp8, 733e12},
+      {eff::gpu::rtx_4090, eff::precision::fp32, 82.6e12},
+      {eff::gpu::rtx_4090, eff::precision::tf32, 82.6e12},
+      {eff::gpu::rtx_4090, eff::precision::bf16, 165.2e12},
+      {eff::gpu::rtx_4090, eff::precision::fp16, 165.2e12},
+      {eff::gpu::rtx_4090, eff::precision::fp8, 330.3e12},
   };
   CHECK(std::size(rows) == eff::peak_table.size());
   for (const row& r : rows) {
@@ -251,7 +300,8 @@ TEST_CASE("peak table: dense datasheet values, every device and precision once")
     CHECK(hits == 1);
   }
   // A100 has no FP8 tensor cores.
-  const std::string m = message_of([] { (void)eff::table_peak(eff::gpu::a100_sxm_80gb, eff::precision::fp8); });
+  const std::string m =
+      message_of([] { (void)eff::table_peak(eff::gpu::a100_sxm_80gb, eff::precision::fp8); });
   CHECK(starts_with(m, "mldiag: A100 SXM 80GB has no fp8 peak"));
 }
 
@@ -275,7 +325,8 @@ TEST_CASE("MFU: Llama-2-7B on 8 H100 SXM in bf16, worked by hand") {
   // 8 · 989.5e12 = 7,916e12 -> MFU 0.388057769066074.
   const double step = eff::training_flops_per_step(llama2_7b(), 8, 4096);
   CHECK(step == 1'535'932'649'963'520.0);
-  const auto r = eff::model_flops_utilization(step, 0.5, eff::table_peak(eff::gpu::h100_sxm, eff::precision::bf16), 8);
+  const auto r = eff::model_flops_utilization(
+      step, 0.5, eff::table_peak(eff::gpu::h100_sxm, eff::precision::bf16), 8);
   CHECK(r.peak_flops_per_s == doctest::Approx(7916e12).epsilon(1e-12));
   CHECK(r.mfu == doctest::Approx(0.388057769066074).epsilon(1e-12));
 }
@@ -284,18 +335,21 @@ TEST_CASE("MFU above 100% is an error naming the likely wrong input") {
   const eff::peak a100 = eff::table_peak(eff::gpu::a100_sxm_80gb, eff::precision::bf16);
   // GPT-2 step in 0.040 s: 14,088,356,757,504 / 0.040 / 312e12 = 1.1289 (112.9%): probably the
   // FLOP count (e.g. a global batch with devices = 1).
-  const std::string a = message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.040, a100); });
+  const std::string a =
+      message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.040, a100); });
   CHECK(starts_with(a, "mldiag: MFU would be 112.9%"));
   CHECK(a.find("Probably the FLOPs per step") != std::string::npos);
   CHECK(a.find("A100 SXM 80GB bf16 dense") != std::string::npos);
   // 0.001 s: MFU 45: a clock read around asynchronous launches.
-  const std::string b = message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.001, a100); });
+  const std::string b =
+      message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.001, a100); });
   CHECK(starts_with(b, "mldiag: MFU would be 4515%"));
   CHECK(b.find("Probably the step time") != std::string::npos);
   CHECK(b.find("synchroniz") != std::string::npos);
   // Against the non-tensor FP32 peak (19.5e12), 0.150 s gives MFU 4.82: the matmuls ran as TF32.
   const auto fp32 = eff::table_peak(eff::gpu::a100_sxm_80gb, eff::precision::fp32);
-  const std::string c = message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.150, fp32); });
+  const std::string c =
+      message_of([&] { (void)eff::model_flops_utilization(14'088'356'757'504.0, 0.150, fp32); });
   CHECK(c.find("Probably the peak is too low") != std::string::npos);
   CHECK(c.find("TF32") != std::string::npos);
   // Exactly 100% is allowed: 312e12 FLOPs in 1 s.
@@ -314,10 +368,14 @@ TEST_CASE("bad inputs are errors, not numbers") {
     CHECK_THROWS_AS((void)eff::model_flops_utilization(bad, 0.1, a100), mldiag::error);
     CHECK_THROWS_AS((void)eff::model_flops_utilization(1e12, bad, a100), mldiag::error);
     CHECK_THROWS_AS((void)eff::custom_peak(bad), mldiag::error);
-    CHECK_THROWS_AS((void)eff::model_flops_utilization_from_throughput(bad, 1e9, a100), mldiag::error);
-    CHECK_THROWS_AS((void)eff::model_flops_utilization_from_throughput(1e3, bad, a100), mldiag::error);
-    CHECK_THROWS_AS(eff::throughput_vs_target(bad, 1.0, eff::throughput_unit::tokens_per_s), mldiag::error);
-    CHECK_THROWS_AS(eff::throughput_vs_target(1.0, bad, eff::throughput_unit::samples_per_s), mldiag::error);
+    CHECK_THROWS_AS((void)eff::model_flops_utilization_from_throughput(bad, 1e9, a100),
+                    mldiag::error);
+    CHECK_THROWS_AS((void)eff::model_flops_utilization_from_throughput(1e3, bad, a100),
+                    mldiag::error);
+    CHECK_THROWS_AS(eff::throughput_vs_target(bad, 1.0, eff::throughput_unit::tokens_per_s),
+                    mldiag::error);
+    CHECK_THROWS_AS(eff::throughput_vs_target(1.0, bad, eff::throughput_unit::samples_per_s),
+                    mldiag::error);
   }
   CHECK_THROWS_AS((void)eff::model_flops_utilization(1e12, 0.1, a100, 0), mldiag::error);
   // A peak built by hand with a zero still fails.
@@ -331,7 +389,8 @@ TEST_CASE("bad inputs are errors, not numbers") {
   // Shapes.
   auto s = gpt2_124m();
   s.vocab = 0;
-  CHECK(starts_with(message_of([&] { (void)eff::count_parameters(s); }), "mldiag: transformer_shape.vocab is 0"));
+  CHECK(starts_with(message_of([&] { (void)eff::count_parameters(s); }),
+                    "mldiag: transformer_shape.vocab is 0"));
   s = llama2_7b();
   s.kv_heads = 3;  // does not divide 32
   CHECK_THROWS_AS((void)eff::count_parameters(s), mldiag::error);
@@ -349,7 +408,8 @@ TEST_CASE("bad inputs are errors, not numbers") {
   s = gpt2_124m();
   s.d_model = static_cast<std::uint64_t>(-768);  // a negative value cast to unsigned
   s.head_dim = 64;
-  CHECK(message_of([&] { (void)eff::count_parameters(s); }).find("overflows 64 bits") != std::string::npos);
+  CHECK(message_of([&] { (void)eff::count_parameters(s); }).find("overflows 64 bits") !=
+        std::string::npos);
   CHECK_THROWS_AS((void)eff::training_flops_per_token(gpt2_124m(), 0), mldiag::error);
   CHECK_THROWS_AS((void)eff::training_flops_per_step(gpt2_124m(), 0, 1024), mldiag::error);
 }
@@ -362,7 +422,8 @@ TEST_CASE("evidence beside MFU: tensor-core activity and throughput against a ta
     CAPTURE(bad);
     CHECK_THROWS_AS(eff::tensor_core_activity{bad}, mldiag::error);
   }
-  CHECK(message_of([] { eff::tensor_core_activity(42.0); }).find("divide a percentage by 100") != std::string::npos);
+  CHECK(message_of([] { eff::tensor_core_activity(42.0); }).find("divide a percentage by 100") !=
+        std::string::npos);
 
   // 95,000 of a 120,000 tokens/s target: 95,000 / 120,000 = 0.791666…
   const eff::throughput_vs_target t(95'000.0, 120'000.0, eff::throughput_unit::tokens_per_s);
@@ -377,8 +438,10 @@ TEST_CASE("once per step: the FLOP count and MFU allocate nothing") {
   const eff::peak h100 = eff::table_peak(eff::gpu::h100_sxm, eff::precision::bf16);
   const auto before = mldiag_test::allocations();
   const auto f = eff::training_flops_per_token(shape, 4096);
-  const auto r = eff::model_flops_utilization(eff::training_flops_per_step(f, 8 * 4096), 2.0, h100, 8);
-  const auto t = eff::model_flops_utilization_from_throughput(16384.0, static_cast<double>(f.total), h100, 8);
+  const auto r =
+      eff::model_flops_utilization(eff::training_flops_per_step(f, 8 * 4096), 2.0, h100, 8);
+  const auto t =
+      eff::model_flops_utilization_from_throughput(16384.0, static_cast<double>(f.total), h100, 8);
   CHECK(mldiag_test::allocations() == before);
   // 83,722,002,432 FLOPs/token · 32,768 tokens / 2 s = 16,384 tokens/s · 83,722,002,432
   // = 1.371701…e15 FLOP/s over 8 · 989.5e12 = 7,916e12: MFU 0.173282123275125 both ways.

@@ -39,13 +39,14 @@ enum class norm_kind : std::uint8_t { layer_norm, rms_norm };
 /// mldiag::efficiency::moe_shape moe{.experts = 8, .top_k = 2};
 /// ```
 struct moe_shape {
-  std::uint64_t experts = 0;            ///< E routed experts per MoE layer; 0: dense model
-  std::uint64_t top_k = 0;              ///< routed experts each token goes to (1 <= top_k <= E)
-  std::uint64_t shared_experts = 0;     ///< always-on experts per MoE layer (DeepSeekMoE), counted fully
+  std::uint64_t experts = 0;  ///< E routed experts per MoE layer; 0: dense model
+  std::uint64_t top_k = 0;    ///< routed experts each token goes to (1 <= top_k <= E)
+  std::uint64_t shared_experts =
+      0;  ///< always-on experts per MoE layer (DeepSeekMoE), counted fully
   std::uint64_t expert_ffn_hidden = 0;  ///< hidden size of one expert's FFN; 0: `ffn_hidden`
   std::uint64_t first_layer = 0;        ///< layers before this one (0-based) are dense
-  std::uint64_t layer_step = 1;         ///< 1: every layer from `first_layer` on; 2: every other one
-  bool router_bias = false;             ///< the router (d → E linear) has a bias
+  std::uint64_t layer_step = 1;  ///< 1: every layer from `first_layer` on; 2: every other one
+  bool router_bias = false;      ///< the router (d → E linear) has a bias
 };
 
 /// The shape of a decoder-only transformer: enough to count its parameters and its FLOPs.
@@ -59,17 +60,18 @@ struct moe_shape {
 ///     .norm = mldiag::efficiency::norm_kind::layer_norm};
 /// ```
 struct transformer_shape {
-  std::uint64_t vocab = 0;              ///< V: rows of the token embedding
-  std::uint64_t d_model = 0;            ///< d: width of the residual stream
-  std::uint64_t layers = 0;             ///< L
-  std::uint64_t heads = 0;              ///< H: query heads
-  std::uint64_t head_dim = 0;           ///< Q; 0: d_model / heads
-  std::uint64_t kv_heads = 0;           ///< key/value heads (GQA, MQA); 0: `heads` (multi-head)
-  std::uint64_t ffn_hidden = 0;         ///< hidden size of the (dense) FFN
-  bool gated_ffn = false;               ///< SwiGLU/GeGLU: 3 matrices (gate, up, down) instead of 2
-  bool tied_embeddings = false;         ///< the output (logit) matrix is the token embedding
-  std::uint64_t learned_positions = 0;  ///< rows of a learned position embedding; 0 (RoPE, ALiBi): none
-  bool bias = false;                    ///< linear layers have biases (GPT-2 yes, Llama no)
+  std::uint64_t vocab = 0;       ///< V: rows of the token embedding
+  std::uint64_t d_model = 0;     ///< d: width of the residual stream
+  std::uint64_t layers = 0;      ///< L
+  std::uint64_t heads = 0;       ///< H: query heads
+  std::uint64_t head_dim = 0;    ///< Q; 0: d_model / heads
+  std::uint64_t kv_heads = 0;    ///< key/value heads (GQA, MQA); 0: `heads` (multi-head)
+  std::uint64_t ffn_hidden = 0;  ///< hidden size of the (dense) FFN
+  bool gated_ffn = false;        ///< SwiGLU/GeGLU: 3 matrices (gate, up, down) instead of 2
+  bool tied_embeddings = false;  ///< the output (logit) matrix is the token embedding
+  std::uint64_t learned_positions =
+      0;              ///< rows of a learned position embedding; 0 (RoPE, ALiBi): none
+  bool bias = false;  ///< linear layers have biases (GPT-2 yes, Llama no)
   norm_kind norm = norm_kind::rms_norm;
   moe_shape moe{};
 };
@@ -79,15 +81,15 @@ struct transformer_shape {
 struct parameter_count {
   std::uint64_t total = 0;
   std::uint64_t active = 0;
-  std::uint64_t token_embedding = 0;     ///< V·d (also the output matrix when tied)
-  std::uint64_t position_embedding = 0;  ///< positions·d
-  std::uint64_t output_embedding = 0;    ///< V·d when untied, 0 when tied
-  std::uint64_t attention = 0;           ///< q, k, v, o projections (and biases), all layers
-  std::uint64_t ffn = 0;                 ///< dense layers' FFNs and the shared experts
-  std::uint64_t routed_experts = 0;      ///< every routed expert of every MoE layer
+  std::uint64_t token_embedding = 0;        ///< V·d (also the output matrix when tied)
+  std::uint64_t position_embedding = 0;     ///< positions·d
+  std::uint64_t output_embedding = 0;       ///< V·d when untied, 0 when tied
+  std::uint64_t attention = 0;              ///< q, k, v, o projections (and biases), all layers
+  std::uint64_t ffn = 0;                    ///< dense layers' FFNs and the shared experts
+  std::uint64_t routed_experts = 0;         ///< every routed expert of every MoE layer
   std::uint64_t routed_experts_active = 0;  ///< top_k routed experts per MoE layer
-  std::uint64_t router = 0;              ///< d·E (+E) per MoE layer
-  std::uint64_t norms = 0;               ///< 2 per layer and the final one
+  std::uint64_t router = 0;                 ///< d·E (+E) per MoE layer
+  std::uint64_t norms = 0;                  ///< 2 per layer and the final one
   std::uint64_t moe_layers = 0;
 
   /// Kaplan et al.'s N: everything but the token and position embeddings and the untied
@@ -143,14 +145,16 @@ namespace detail {
 // uint64) must not wrap around into a plausible count: every product and sum is checked.
 [[nodiscard]] inline std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a)
-    throw error("the parameter or FLOP count overflows 64 bits: check the transformer shape "
-                "(a negative value converted to unsigned, or an extra digit)");
+    throw error(
+        "the parameter or FLOP count overflows 64 bits: check the transformer shape "
+        "(a negative value converted to unsigned, or an extra digit)");
   return a * b;
 }
 [[nodiscard]] inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
   if (b > std::numeric_limits<std::uint64_t>::max() - a)
-    throw error("the parameter or FLOP count overflows 64 bits: check the transformer shape "
-                "(a negative value converted to unsigned, or an extra digit)");
+    throw error(
+        "the parameter or FLOP count overflows 64 bits: check the transformer shape "
+        "(a negative value converted to unsigned, or an extra digit)");
   return a + b;
 }
 [[nodiscard]] inline std::uint64_t mul3(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
@@ -158,21 +162,24 @@ namespace detail {
 }
 
 inline void require_positive(std::uint64_t v, const char* field) {
-  if (v == 0) throw error(std::string("transformer_shape.") + field + " is 0: give the model's value");
+  if (v == 0)
+    throw error(std::string("transformer_shape.") + field + " is 0: give the model's value");
 }
 
 [[nodiscard]] inline std::uint64_t head_dim_of(const transformer_shape& s) {
   if (s.head_dim != 0) return s.head_dim;
   if (s.d_model % s.heads != 0)
-    throw error("transformer_shape.head_dim is 0 and d_model is not a multiple of heads: give head_dim");
+    throw error(
+        "transformer_shape.head_dim is 0 and d_model is not a multiple of heads: give head_dim");
   return s.d_model / s.heads;
 }
 
 [[nodiscard]] inline std::uint64_t kv_heads_of(const transformer_shape& s) {
   const std::uint64_t kv = s.kv_heads == 0 ? s.heads : s.kv_heads;
   if (kv > s.heads || s.heads % kv != 0)
-    throw error("transformer_shape.kv_heads must divide heads (GQA groups query heads evenly; "
-                "0 means multi-head attention)");
+    throw error(
+        "transformer_shape.kv_heads must divide heads (GQA groups query heads evenly; "
+        "0 means multi-head attention)");
   return kv;
 }
 
@@ -181,8 +188,9 @@ inline void require_positive(std::uint64_t v, const char* field) {
   const moe_shape& m = s.moe;
   if (m.experts == 0) {
     if (m.top_k != 0 || m.shared_experts != 0 || m.expert_ffn_hidden != 0 || m.first_layer != 0)
-      throw error("transformer_shape.moe sets routing fields but experts is 0: give experts, or "
-                  "leave moe empty for a dense model");
+      throw error(
+          "transformer_shape.moe sets routing fields but experts is 0: give experts, or "
+          "leave moe empty for a dense model");
     return 0;
   }
   if (m.top_k == 0 || m.top_k > m.experts)
@@ -236,8 +244,10 @@ inline void require_positive(std::uint64_t v, const char* field) {
   // Per layer: q and o are d × H·Q, k and v are d × KV·Q.
   const std::uint64_t hq = checked_mul(s.heads, q);
   const std::uint64_t kvq = checked_mul(kv, q);
-  std::uint64_t attention = checked_add(checked_mul(2, checked_mul(d, hq)), checked_mul(2, checked_mul(d, kvq)));
-  if (s.bias) attention = checked_add(attention, checked_add(checked_add(hq, checked_mul(2, kvq)), d));
+  std::uint64_t attention =
+      checked_add(checked_mul(2, checked_mul(d, hq)), checked_mul(2, checked_mul(d, kvq)));
+  if (s.bias)
+    attention = checked_add(attention, checked_add(checked_add(hq, checked_mul(2, kvq)), d));
   p.attention = checked_mul(attention, s.layers);
 
   p.ffn = checked_mul(detail::ffn_params(s, s.ffn_hidden), dense_layers);
@@ -247,7 +257,8 @@ inline void require_positive(std::uint64_t v, const char* field) {
     p.ffn = checked_add(p.ffn, mul3(expert, s.moe.shared_experts, moe_layers));
     p.routed_experts = mul3(expert, s.moe.experts, moe_layers);
     p.routed_experts_active = mul3(expert, s.moe.top_k, moe_layers);
-    const std::uint64_t router = checked_add(checked_mul(d, s.moe.experts), s.moe.router_bias ? s.moe.experts : 0);
+    const std::uint64_t router =
+        checked_add(checked_mul(d, s.moe.experts), s.moe.router_bias ? s.moe.experts : 0);
     p.router = checked_mul(router, moe_layers);
   }
 
@@ -276,9 +287,11 @@ inline void require_positive(std::uint64_t v, const char* field) {
 /// auto f = mldiag::efficiency::training_flops_per_token(gpt2, 1024);
 /// // f.total == 859'885'056 == 6 · 124'439'808 + 12 · 12 · 12 · 64 · 1024
 /// ```
-[[nodiscard]] inline token_flops training_flops_per_token(const transformer_shape& s, std::uint64_t sequence,
+[[nodiscard]] inline token_flops training_flops_per_token(const transformer_shape& s,
+                                                          std::uint64_t sequence,
                                                           flop_options options = {}) {
-  if (sequence == 0) throw error("training_flops_per_token: the sequence length is 0: give the tokens per sequence");
+  if (sequence == 0)
+    throw error("training_flops_per_token: the sequence length is 0: give the tokens per sequence");
   const parameter_count p = count_parameters(s);
   std::uint64_t n = p.active;
   switch (options.embeddings) {
@@ -296,9 +309,10 @@ inline void require_positive(std::uint64_t v, const char* field) {
   f.counted_parameters = n;
   f.parameter_flops = detail::checked_mul(6, n);
   f.router_flops = detail::checked_mul(6, p.router);
-  const std::uint64_t attention =
-      detail::checked_mul(detail::mul3(12, s.layers, s.heads), detail::checked_mul(detail::head_dim_of(s), sequence));
-  f.attention_flops = options.attention == attention_count::full ? attention : attention / 2;  // 12·… is even
+  const std::uint64_t attention = detail::checked_mul(
+      detail::mul3(12, s.layers, s.heads), detail::checked_mul(detail::head_dim_of(s), sequence));
+  f.attention_flops =
+      options.attention == attention_count::full ? attention : attention / 2;  // 12·… is even
   f.total = detail::checked_add(f.parameter_flops, f.attention_flops);
   return f;
 }
@@ -311,8 +325,10 @@ inline void require_positive(std::uint64_t v, const char* field) {
 /// ```cpp
 /// double step = mldiag::efficiency::training_flops_per_step(f, 16 * 1024);
 /// ```
-[[nodiscard]] inline double training_flops_per_step(const token_flops& per_token, std::uint64_t tokens_per_step) {
-  if (tokens_per_step == 0) throw error("training_flops_per_step: 0 tokens per step: give batch × sequence");
+[[nodiscard]] inline double training_flops_per_step(const token_flops& per_token,
+                                                    std::uint64_t tokens_per_step) {
+  if (tokens_per_step == 0)
+    throw error("training_flops_per_step: 0 tokens per step: give batch × sequence");
   return static_cast<double>(per_token.total) * static_cast<double>(tokens_per_step);
 }
 
@@ -320,12 +336,15 @@ inline void require_positive(std::uint64_t v, const char* field) {
 ///
 /// **Example**
 /// ```cpp
-/// double step = mldiag::efficiency::training_flops_per_step(gpt2, /*batch=*/16, /*sequence=*/1024);
+/// double step = mldiag::efficiency::training_flops_per_step(gpt2, /*batch=*/16,
+/// /*sequence=*/1024);
 /// ```
 [[nodiscard]] inline double training_flops_per_step(const transformer_shape& s, std::uint64_t batch,
-                                                    std::uint64_t sequence, flop_options options = {}) {
+                                                    std::uint64_t sequence,
+                                                    flop_options options = {}) {
   if (batch == 0) throw error("training_flops_per_step: the batch is 0 sequences");
-  return training_flops_per_step(training_flops_per_token(s, sequence, options), detail::checked_mul(batch, sequence));
+  return training_flops_per_step(training_flops_per_token(s, sequence, options),
+                                 detail::checked_mul(batch, sequence));
 }
 
 }  // namespace mldiag::efficiency

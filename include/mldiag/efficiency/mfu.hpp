@@ -17,7 +17,15 @@ namespace mldiag::efficiency {
 
 /// Accelerators in the peak table. Pass your own peak (`custom_peak`) for anything else, or
 /// for a card clocked differently from its datasheet.
-enum class gpu : std::uint8_t { a100_sxm_80gb, h100_sxm, h100_pcie, h200_sxm, b200, l40s, rtx_4090 };
+enum class gpu : std::uint8_t {
+  a100_sxm_80gb,
+  h100_sxm,
+  h100_pcie,
+  h200_sxm,
+  b200,
+  l40s,
+  rtx_4090
+};
 
 /// The math a step's matmuls run in. `fp32` is the non-tensor (CUDA core) FP32 peak; `tf32`
 /// is FP32 data on tensor cores; `bf16`, `fp16` and `fp8` are tensor-core peaks with FP32
@@ -38,20 +46,26 @@ namespace detail {
 // structured sparsity doubles them); MFU compares with dense math, so those are halved here,
 // and each comment says which figure was halved.
 inline constexpr std::string_view a100_src =
-    "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4), A100 80GB SXM, "
+    "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4), A100 80GB "
+    "SXM, "
     "dense column";
 inline constexpr std::string_view h100_src =
-    "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM / H100 PCIe columns; tensor figures are printed "
+    "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM / H100 PCIe columns; tensor figures are "
+    "printed "
     "with sparsity and halved here";
 inline constexpr std::string_view h200_src =
-    "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column; tensor figures are printed with sparsity "
+    "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column; tensor figures are printed with "
+    "sparsity "
     "and halved here";
 inline constexpr std::string_view b200_src =
-    "NVIDIA GB200 NVL72 / HGX B200 datasheet, per-GPU HGX B200 column; tensor figures are printed with "
+    "NVIDIA GB200 NVL72 / HGX B200 datasheet, per-GPU HGX B200 column; tensor figures are printed "
+    "with "
     "sparsity and halved here";
-inline constexpr std::string_view l40s_src = "NVIDIA L40S datasheet, dense figures (before the '|')";
+inline constexpr std::string_view l40s_src =
+    "NVIDIA L40S datasheet, dense figures (before the '|')";
 inline constexpr std::string_view rtx4090_src =
-    "NVIDIA Ada GPU architecture whitepaper, appendix table for GeForce RTX 4090, dense figures with FP32 "
+    "NVIDIA Ada GPU architecture whitepaper, appendix table for GeForce RTX 4090, dense figures "
+    "with FP32 "
     "accumulate (FP16 accumulate runs 2x on GeForce; training accumulates in FP32)";
 }  // namespace detail
 
@@ -82,7 +96,8 @@ inline constexpr std::array<peak_entry, 34> peak_table{{
     {gpu::h200_sxm, precision::bf16, 989.5e12, detail::h200_src},
     {gpu::h200_sxm, precision::fp16, 989.5e12, detail::h200_src},
     {gpu::h200_sxm, precision::fp8, 1979e12, detail::h200_src},
-    // HGX B200 (1,000 W), per GPU: FP32 75 TF; TF32 2.2 PF*; FP16/BF16 4.5 PF*; FP8 9 PF* (* sparse,
+    // HGX B200 (1,000 W), per GPU: FP32 75 TF; TF32 2.2 PF*; FP16/BF16 4.5 PF*; FP8 9 PF* (*
+    // sparse,
     // halved). The GB200 NVL72 part is clocked higher (BF16 5 PF*): pass a custom peak for it.
     {gpu::b200, precision::fp32, 75e12, detail::b200_src},
     {gpu::b200, precision::tf32, 1.1e15, detail::b200_src},
@@ -107,13 +122,20 @@ inline constexpr std::array<peak_entry, 34> peak_table{{
 /// The device's name as the table prints it ("H100 SXM").
 [[nodiscard]] constexpr std::string_view name(gpu g) {
   switch (g) {
-    case gpu::a100_sxm_80gb: return "A100 SXM 80GB";
-    case gpu::h100_sxm: return "H100 SXM";
-    case gpu::h100_pcie: return "H100 PCIe";
-    case gpu::h200_sxm: return "H200 SXM";
-    case gpu::b200: return "B200 (HGX)";
-    case gpu::l40s: return "L40S";
-    case gpu::rtx_4090: return "RTX 4090";
+    case gpu::a100_sxm_80gb:
+      return "A100 SXM 80GB";
+    case gpu::h100_sxm:
+      return "H100 SXM";
+    case gpu::h100_pcie:
+      return "H100 PCIe";
+    case gpu::h200_sxm:
+      return "H200 SXM";
+    case gpu::b200:
+      return "B200 (HGX)";
+    case gpu::l40s:
+      return "L40S";
+    case gpu::rtx_4090:
+      return "RTX 4090";
   }
   return "unknown device";
 }
@@ -121,11 +143,16 @@ inline constexpr std::array<peak_entry, 34> peak_table{{
 /// The precision's name ("bf16").
 [[nodiscard]] constexpr std::string_view name(precision p) {
   switch (p) {
-    case precision::fp32: return "fp32";
-    case precision::tf32: return "tf32";
-    case precision::bf16: return "bf16";
-    case precision::fp16: return "fp16";
-    case precision::fp8: return "fp8";
+    case precision::fp32:
+      return "fp32";
+    case precision::tf32:
+      return "tf32";
+    case precision::bf16:
+      return "bf16";
+    case precision::fp16:
+      return "fp16";
+    case precision::fp8:
+      return "fp8";
   }
   return "unknown precision";
 }
@@ -158,10 +185,12 @@ namespace detail {
 [[nodiscard]] inline peak table_peak(gpu device, precision math) {
   for (const peak_entry& e : peak_table)
     if (e.device == device && e.math == math)
-      return {e.flops_per_s, std::string(name(device)) + " " + std::string(name(math)) + " dense", true, math};
-  throw error(std::string(name(device)) + " has no " + std::string(name(math)) +
-              " peak (no such tensor-core mode): measure against the precision the matmuls really ran in, "
-              "or pass custom_peak()");
+      return {e.flops_per_s, std::string(name(device)) + " " + std::string(name(math)) + " dense",
+              true, math};
+  throw error(
+      std::string(name(device)) + " has no " + std::string(name(math)) +
+      " peak (no such tensor-core mode): measure against the precision the matmuls really ran in, "
+      "or pass custom_peak()");
 }
 
 /// Your own peak, in FLOP/s of one device (another card, a different clock, a TPU). Must be
@@ -192,10 +221,13 @@ namespace detail {
 // launches (the host returns long before the GPU finishes); an FP32 (non-tensor) peak is
 // beaten whenever PyTorch let the matmuls run as TF32; otherwise the FLOP count (a global
 // batch with devices = 1, MoE total instead of active parameters) comes before the peak.
-[[nodiscard]] inline std::string mfu_over_one(double mfu, double achieved, const peak& p, std::uint64_t devices,
-                                              const std::string& flops_reason, const std::string& time_reason) {
+[[nodiscard]] inline std::string mfu_over_one(double mfu, double achieved, const peak& p,
+                                              std::uint64_t devices,
+                                              const std::string& flops_reason,
+                                              const std::string& time_reason) {
   const std::string peak_reason =
-      "the peak is too low for what ran: wrong precision (a bf16 peak for fp8 matmuls, the fp32 non-tensor "
+      "the peak is too low for what ran: wrong precision (a bf16 peak for fp8 matmuls, the fp32 "
+      "non-tensor "
       "peak where TF32 tensor cores ran) or another device's peak";
   const bool fp32_peak = p.from_table && p.math == precision::fp32;
   std::string first;
@@ -210,28 +242,34 @@ namespace detail {
     first = flops_reason;
     rest = time_reason + "; or " + peak_reason;
   }
-  return "MFU would be " + number(100.0 * mfu) + "% (achieved " + number(achieved) + " FLOP/s against " +
-         std::to_string(devices) + " x " + number(p.flops_per_s) + " FLOP/s, " + p.label +
-         "), which no device can do: an input is wrong. Probably " + first + ". Otherwise " + rest + ".";
+  return "MFU would be " + number(100.0 * mfu) + "% (achieved " + number(achieved) +
+         " FLOP/s against " + std::to_string(devices) + " x " + number(p.flops_per_s) +
+         " FLOP/s, " + p.label + "), which no device can do: an input is wrong. Probably " + first +
+         ". Otherwise " + rest + ".";
 }
 
 inline void require_finite_positive(double v, const char* what) {
   if (!std::isfinite(v) || !(v > 0.0))
-    throw error(std::string("model_flops_utilization: ") + what + " must be finite and positive, got " + number(v));
+    throw error(std::string("model_flops_utilization: ") + what +
+                " must be finite and positive, got " + number(v));
 }
 
 // The two reasons are built by the caller, which knows how its inputs were measured; they are
 // only built on the error path, so the normal path does not allocate.
 template <class FlopsReason, class TimeReason>
-[[nodiscard]] mfu_result mfu_checked(double achieved, const peak& p, std::uint64_t devices, FlopsReason flops_reason,
-                                     TimeReason time_reason) {
-  if (devices == 0) throw error("model_flops_utilization: devices is 0: give the number of accelerators of the step");
+[[nodiscard]] mfu_result mfu_checked(double achieved, const peak& p, std::uint64_t devices,
+                                     FlopsReason flops_reason, TimeReason time_reason) {
+  if (devices == 0)
+    throw error(
+        "model_flops_utilization: devices is 0: give the number of accelerators of the step");
   require_finite_positive(p.flops_per_s, "the peak");
   if (!std::isfinite(achieved))
-    throw error("model_flops_utilization: the achieved FLOP/s overflowed: check the FLOPs and the time");
+    throw error(
+        "model_flops_utilization: the achieved FLOP/s overflowed: check the FLOPs and the time");
   const double total_peak = p.flops_per_s * static_cast<double>(devices);
   const double mfu = achieved / total_peak;
-  if (mfu > 1.0) throw error(mfu_over_one(mfu, achieved, p, devices, flops_reason(), time_reason()));
+  if (mfu > 1.0)
+    throw error(mfu_over_one(mfu, achieved, p, devices, flops_reason(), time_reason()));
   return {mfu, achieved, total_peak};
 }
 
@@ -250,22 +288,26 @@ template <class FlopsReason, class TimeReason>
 ///                                  table_peak(gpu::a100_sxm_80gb, precision::bf16));
 /// // r.mfu == 0.3010...
 /// ```
-[[nodiscard]] inline mfu_result model_flops_utilization(double flops_per_step, double step_seconds, const peak& p,
-                                                        std::uint64_t devices = 1) {
+[[nodiscard]] inline mfu_result model_flops_utilization(double flops_per_step, double step_seconds,
+                                                        const peak& p, std::uint64_t devices = 1) {
   detail::require_finite_positive(flops_per_step, "the FLOPs per step");
   detail::require_finite_positive(step_seconds, "the step time");
   return detail::mfu_checked(
       flops_per_step / step_seconds, p, devices,
       [&] {
         return "the FLOPs per step (" + detail::number(flops_per_step) +
-               ") are too high: they should be batch x sequence x FLOPs per token of the step on the devices "
-               "given (a global batch with devices = " + std::to_string(devices) +
-               " counts other GPUs' work), with an MoE model's active parameters, not all its experts";
+               ") are too high: they should be batch x sequence x FLOPs per token of the step on "
+               "the devices "
+               "given (a global batch with devices = " +
+               std::to_string(devices) +
+               " counts other GPUs' work), with an MoE model's active parameters, not all its "
+               "experts";
       },
       [&] {
         return "the step time (" + detail::number(step_seconds) +
                " s) is too short: read around asynchronous GPU work without synchronizing "
-               "(torch.cuda.synchronize() before reading the clock, or CUDA events read after the step) it "
+               "(torch.cuda.synchronize() before reading the clock, or CUDA events read after the "
+               "step) it "
                "measures the kernel launches, not the work";
       });
 }
@@ -277,22 +319,26 @@ template <class FlopsReason, class TimeReason>
 /// ```cpp
 /// auto r = model_flops_utilization_from_throughput(109'226.67, 859'885'056.0, peak_a100_bf16);
 /// ```
-[[nodiscard]] inline mfu_result model_flops_utilization_from_throughput(double tokens_per_s, double flops_per_token,
-                                                                        const peak& p, std::uint64_t devices = 1) {
+[[nodiscard]] inline mfu_result model_flops_utilization_from_throughput(double tokens_per_s,
+                                                                        double flops_per_token,
+                                                                        const peak& p,
+                                                                        std::uint64_t devices = 1) {
   detail::require_finite_positive(tokens_per_s, "the tokens per second");
   detail::require_finite_positive(flops_per_token, "the FLOPs per token");
   return detail::mfu_checked(
       tokens_per_s * flops_per_token, p, devices,
       [&] {
         return "the FLOPs per token (" + detail::number(flops_per_token) +
-               ") are too high: an MoE model counts its active parameters, not all its experts; the attention "
+               ") are too high: an MoE model counts its active parameters, not all its experts; "
+               "the attention "
                "term uses this run's sequence length";
       },
       [&] {
         return "the throughput (" + detail::number(tokens_per_s) +
                " tokens/s) is too high: tokens of all devices counted against devices = " +
                std::to_string(devices) +
-               ", or a time read around asynchronous GPU work without synchronizing (torch.cuda.synchronize() "
+               ", or a time read around asynchronous GPU work without synchronizing "
+               "(torch.cuda.synchronize() "
                "before reading the clock)";
       });
 }
@@ -312,8 +358,10 @@ class tensor_core_activity {
  public:
   explicit tensor_core_activity(double active_fraction) : fraction_(active_fraction) {
     if (!std::isfinite(active_fraction) || active_fraction < 0.0 || active_fraction > 1.0)
-      throw error("tensor_core_activity: the active fraction must be in [0, 1] (DCGM and Nsight report a "
-                  "fraction; divide a percentage by 100), got " + detail::number(active_fraction));
+      throw error(
+          "tensor_core_activity: the active fraction must be in [0, 1] (DCGM and Nsight report a "
+          "fraction; divide a percentage by 100), got " +
+          detail::number(active_fraction));
   }
   [[nodiscard]] double fraction() const { return fraction_; }
 
@@ -338,10 +386,12 @@ class throughput_vs_target {
   throughput_vs_target(double achieved, double target, throughput_unit unit)
       : achieved_(achieved), target_(target), unit_(unit) {
     if (!std::isfinite(achieved) || !(achieved > 0.0))
-      throw error("throughput_vs_target: the achieved throughput must be finite and positive, got " +
-                  detail::number(achieved));
+      throw error(
+          "throughput_vs_target: the achieved throughput must be finite and positive, got " +
+          detail::number(achieved));
     if (!std::isfinite(target) || !(target > 0.0))
-      throw error("throughput_vs_target: the target must be finite and positive, got " + detail::number(target));
+      throw error("throughput_vs_target: the target must be finite and positive, got " +
+                  detail::number(target));
   }
   [[nodiscard]] double achieved() const { return achieved_; }
   [[nodiscard]] double target() const { return target_; }
