@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mldiag/core/concepts.hpp"
+#include "mldiag/core/dtype.hpp"
 #include "mldiag/detectors/catalogue.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,6 +39,17 @@ struct training_config {
   bool fp16 = false;
   bool loss_scaling = true;
   std::optional<int> data_loader_workers;
+  /// Tokens (or samples) one device processes per step (micro-batch x sequence length).
+  std::optional<double> tokens_per_step;
+  // 4096: a GEMM of a d=768 layer fills one wave of an H100's 132 SMs with 128x128 tiles only
+  // from M = 132 / (768 / 128) x 128 = 2816 rows; below ~4k tokens the kernels are too small.
+  double min_tokens_per_step = 4096;
+  /// Whether fused (flash) attention is on; unset = not known.
+  std::optional<bool> fused_attention;
+  /// The dtype the matmuls actually run in, and whether mixed precision (bf16/fp16 autocast)
+  /// was meant: f32 compute with mixed precision meant is the "fp32 where bf16 was meant" fault.
+  std::optional<dtype> compute_dtype;
+  bool mixed_precision = false;
 };
 
 /// One object for the training loop. A step is `observe_*` calls (the first one opens the
@@ -85,6 +98,18 @@ class monitor {
   void observe_grad_norm(double n) { ensure_open(); recorder_.record_grad_norm(n); }
   void observe_timings(const step_timings& t) { ensure_open(); recorder_.record_timings(t); }
   void observe_memory(const memory_evidence& m) { ensure_open(); recorder_.record_memory(m); }
+  void observe_efficiency(const efficiency_evidence& e) { ensure_open(); recorder_.record_efficiency(e); }
+  void observe_mfu(double mfu) { ensure_open(); recorder_.record_mfu(mfu); }
+  void observe_tensor_core_activity(double tca) { ensure_open(); recorder_.record_tensor_core_activity(tca); }
+  void observe_throughput(double achieved, double target = std::numeric_limits<double>::quiet_NaN()) {
+    ensure_open();
+    recorder_.record_throughput(achieved, target);
+  }
+  void observe_communication(double bytes, double link_bandwidth = std::numeric_limits<double>::quiet_NaN()) {
+    ensure_open();
+    recorder_.record_communication(bytes, link_bandwidth);
+  }
+  void observe_rank_step_times(std::span<const double> seconds) { ensure_open(); recorder_.record_rank_step_times(seconds); }
   void observe_layer_time(std::string_view layer, double seconds) { ensure_open(); recorder_.record_layer_time(layer, seconds); }
   void observe_entropy(std::string_view name, const entropy_stats& e) { ensure_open(); recorder_.record_entropy(name, e); }
   void observe_router_load(std::string_view name, std::span<const double> loads) {
@@ -131,6 +156,23 @@ class monitor {
     }
     if (c.data_loader_workers && *c.data_loader_workers == 0) {
       add(question::efficiency, "input starvation", severity::info, {{"data_loader_workers", 0.0}});
+    }
+    // The efficiency settings predict "low MFU"; info where the setting can be deliberate (a
+    // small fine-tuning batch, an attention mask flash kernels do not support), warning where
+    // the configuration contradicts itself.
+    if (c.tokens_per_step && *c.tokens_per_step < c.min_tokens_per_step) {
+      add(question::efficiency, "low MFU", severity::info,
+          {{"tokens_per_step", *c.tokens_per_step}, {"min_tokens_per_step", c.min_tokens_per_step}});
+      out.back().where.emplace_back("tokens_per_step", *c.tokens_per_step);
+    }
+    if (c.fused_attention && !*c.fused_attention) {
+      add(question::efficiency, "low MFU", severity::info, {{"fused_attention", 0.0}});
+      out.back().where.emplace_back("fused_attention", 0.0);
+    }
+    if (c.mixed_precision && c.compute_dtype && (*c.compute_dtype == dtype::f32 || *c.compute_dtype == dtype::f64)) {
+      add(question::efficiency, "low MFU", severity::warning,
+          {{"compute_dtype_bytes", static_cast<double>(size_of(*c.compute_dtype))}, {"mixed_precision", 1.0}});
+      out.back().where.emplace_back("compute_dtype", static_cast<double>(size_of(*c.compute_dtype)));
     }
     for (const auto& f : out) deliver(f);
     return out;

@@ -64,7 +64,8 @@ inline constexpr std::string_view detector_names[] = {
     "chance_level", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
     "saturation", "frozen_parameters", "update_ratio", "attention_collapse", "expert_imbalance",
     "residual_write_ratio", "embedding_growth", "parameter_drift", "probabilities_as_logits",
-    "input_starvation", "layer_dominates"};
+    "input_starvation", "layer_dominates", "low_mfu", "throughput_below_target", "communication_overhead",
+    "memory_pressure", "memory_fragmentation", "memory_growth", "step_time_outliers", "straggler"};
 
 /// The detectors configured by name, with named parameters (unknown names and parameters are
 /// errors that list what exists). The parameters are the fields of each detector's config.
@@ -183,6 +184,53 @@ inline constexpr std::string_view detector_names[] = {
     using C = layer_dominates::config;
     return configured<layer_dominates>(n, p, std::array{field<C>{"max_share", &C::max_share}, field<C>{"min_ratio", &C::min_ratio},
                                                         field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "low_mfu") {
+    using C = low_mfu::config;
+    return configured<low_mfu>(n, p, std::array{field<C>{"low", &C::low}, field<C>{"moderate", &C::moderate},
+                                                field<C>{"warmup", &C::warmup}, field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "throughput_below_target") {
+    using C = throughput_below_target::config;
+    return configured<throughput_below_target>(n, p, std::array{field<C>{"min_fraction", &C::min_fraction},
+                                                                field<C>{"busy_mfu", &C::busy_mfu},
+                                                                field<C>{"warmup", &C::warmup}, field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "communication_overhead") {
+    using C = communication_overhead::config;
+    return configured<communication_overhead>(n, p, std::array{field<C>{"max_share", &C::max_share},
+                                                               field<C>{"min_bandwidth_fraction", &C::min_bandwidth_fraction},
+                                                               field<C>{"min_share", &C::min_share},
+                                                               field<C>{"warmup", &C::warmup}, field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "memory_pressure") {
+    using C = memory_pressure::config;
+    return configured<memory_pressure>(n, p, std::array{field<C>{"max_fill", &C::max_fill}, field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "memory_fragmentation") {
+    using C = memory_fragmentation::config;
+    return configured<memory_fragmentation>(n, p, std::array{field<C>{"max_fragmentation", &C::max_fragmentation},
+                                                             field<C>{"near_capacity", &C::near_capacity},
+                                                             field<C>{"min_block_fraction", &C::min_block_fraction},
+                                                             field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "memory_growth") {
+    using C = memory_growth::config;
+    return configured<memory_growth>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"segments", &C::segments},
+                                                      field<C>{"min_rising", &C::min_rising},
+                                                      field<C>{"min_growth_fraction", &C::min_growth_fraction},
+                                                      field<C>{"min_growth_bytes", &C::min_growth_bytes},
+                                                      field<C>{"warmup", &C::warmup}});
+  }
+  if (n == "step_time_outliers") {
+    using C = step_time_outliers::config;
+    return configured<step_time_outliers>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
+                                                           field<C>{"mads", &C::mads}, field<C>{"min_ratio", &C::min_ratio},
+                                                           field<C>{"min_outliers", &C::min_outliers}});
+  }
+  if (n == "straggler") {
+    using C = straggler::config;
+    return configured<straggler>(n, p, std::array{field<C>{"min_ratio", &C::min_ratio}, field<C>{"sustain", &C::sustain}});
   }
   std::string list;
   for (auto name : detector_names) list += (list.empty() ? "" : ", ") + std::string(name);

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mldiag {
@@ -78,7 +80,79 @@ class recorder {
   /// A global gradient norm computed elsewhere (e.g. by the optimizer's clipping).
   void record_grad_norm(double norm) { require_open("record_grad_norm"); current_.grad_norm = norm; }
   void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
-  void record_memory(const memory_evidence& m) { require_open("record_memory"); current_.memory = m; }
+  /// Memory evidence; every known value must be >= 0 and allocated must not exceed reserved
+  /// (reserved includes allocated in every caching allocator).
+  void record_memory(const memory_evidence& m) {
+    require_open("record_memory");
+    const std::pair<const char*, double> fields[] = {
+        {"allocated", m.allocated}, {"reserved", m.reserved}, {"peak", m.peak}, {"capacity", m.capacity},
+        {"largest_free_block", m.largest_free_block}, {"used", m.used}, {"host_rss", m.host_rss},
+        {"host_rss_peak", m.host_rss_peak}};
+    for (const auto& [field, v] : fields) {
+      if (!std::isnan(v) && !(v >= 0.0 && std::isfinite(v))) {
+        throw error(std::string("recorder::record_memory: ") + field + " is " + std::to_string(v) +
+                    "; give bytes >= 0, or NaN when unknown");
+      }
+    }
+    if (m.allocated > m.reserved) {
+      throw error("recorder::record_memory: allocated " + std::to_string(m.allocated) + " > reserved " +
+                  std::to_string(m.reserved) + "; reserved counts the allocator's whole pool, allocated blocks included");
+    }
+    current_.memory = m;
+  }
+  /// Efficiency evidence all at once (each field as its own record_* call checks it).
+  void record_efficiency(const efficiency_evidence& e) {
+    require_open("record_efficiency");
+    if (!std::isnan(e.mfu)) record_mfu(e.mfu);
+    if (!std::isnan(e.tensor_core_activity)) record_tensor_core_activity(e.tensor_core_activity);
+    if (!std::isnan(e.throughput) || !std::isnan(e.throughput_target)) record_throughput(e.throughput, e.throughput_target);
+    if (!std::isnan(e.communication_bytes) || !std::isnan(e.link_bandwidth)) {
+      record_communication(e.communication_bytes, e.link_bandwidth);
+    }
+  }
+  /// Model FLOPs utilization, a fraction in [0, 1] (efficiency/mfu.hpp computes it).
+  void record_mfu(double mfu) {
+    require_open("record_mfu");
+    require_fraction("record_mfu", "MFU", mfu, "above 1 means the FLOP count or the peak is wrong");
+    current_.efficiency.mfu = mfu;
+  }
+  /// Tensor-core activity (the active fraction DCGM or Nsight reports), in [0, 1].
+  void record_tensor_core_activity(double tca) {
+    require_open("record_tensor_core_activity");
+    require_fraction("record_tensor_core_activity", "tensor-core activity", tca, "give the active fraction, not a percentage");
+    current_.efficiency.tensor_core_activity = tca;
+  }
+  /// Achieved throughput and the user's target, in the same units per second (tokens/s,
+  /// samples/s); NaN target = none.
+  void record_throughput(double achieved, double target = std::numeric_limits<double>::quiet_NaN()) {
+    require_open("record_throughput");
+    require_rate("record_throughput", "throughput", achieved);
+    require_rate("record_throughput", "target", target);
+    current_.efficiency.throughput = achieved;
+    current_.efficiency.throughput_target = target;
+  }
+  /// Bytes the step's collectives moved and the bandwidth the link should give (bytes/s; NaN
+  /// = not known), judged against `step_timings::communication`.
+  void record_communication(double bytes, double link_bandwidth = std::numeric_limits<double>::quiet_NaN()) {
+    require_open("record_communication");
+    require_rate("record_communication", "bytes", bytes);
+    require_rate("record_communication", "link bandwidth", link_bandwidth);
+    current_.efficiency.communication_bytes = bytes;
+    current_.efficiency.link_bandwidth = link_bandwidth;
+  }
+  /// Each rank's step time in seconds, by rank (rank r at index r): its time up to the step's
+  /// synchronizing collective. The vector keeps its capacity, so this allocates only while the
+  /// rank count is new.
+  void record_rank_step_times(std::span<const double> seconds) {
+    require_open("record_rank_step_times");
+    for (std::size_t r = 0; r < seconds.size(); ++r) {
+      if (!(seconds[r] >= 0.0) || !std::isfinite(seconds[r])) {
+        throw error("recorder::record_rank_step_times: rank " + std::to_string(r) + " has time " +
+                    std::to_string(seconds[r]) + "; give seconds >= 0 for every rank");
+      }
+    }
+    current_.rank_step_times.assign(seconds.begin(), seconds.end());
+  }
   /// Seconds one named layer took in this step (record layers in model order).
   void record_layer_time(std::string_view layer, double seconds) {
     require_open("record_layer_time");
@@ -149,6 +223,17 @@ class recorder {
  private:
   void require_open(const char* who) const {
     if (!open_) throw error(std::string("recorder::") + who + ": no step is open; call begin_step(step) first");
+  }
+  static void require_fraction(const char* who, const char* what, double v, const char* hint) {
+    if (!(v >= 0.0 && v <= 1.0)) {
+      throw error(std::string("recorder::") + who + ": " + what + " " + std::to_string(v) + " is outside [0, 1]; " + hint);
+    }
+  }
+  // NaN passes: it means "not measured".
+  static void require_rate(const char* who, const char* what, double v) {
+    if (!std::isnan(v) && !(v >= 0.0 && std::isfinite(v))) {
+      throw error(std::string("recorder::") + who + ": " + what + " " + std::to_string(v) + " is negative or infinite");
+    }
   }
 
   name_table names_;

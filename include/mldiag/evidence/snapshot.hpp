@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/// The evidence of one training step: loss, learning rate, per-tensor statistics by role.
+/// The evidence of one training step: loss, learning rate, per-tensor statistics by role,
+/// timings, memory and efficiency.
 #pragma once
 
 #include "mldiag/stats/entropy.hpp"
@@ -84,12 +85,51 @@ struct layer_time {
   double seconds;
 };
 
-/// Optional memory evidence, in bytes (NaN where not measured).
+/// Optional memory evidence, in bytes (NaN where not measured). A caching allocator (LibTorch's,
+/// or one of the user's) reports `allocated` (held by live tensors), `reserved` (held by the
+/// allocator: allocated plus its cached free blocks), `peak` and, where it can,
+/// `largest_free_block`; the driver reports `capacity` and `used` (`cudaMemGetInfo`: total and
+/// total - free, every process and the context included); on the host, `host_rss` and
+/// `host_rss_peak` (efficiency/memory.hpp reads them).
 struct memory_evidence {
   double allocated = std::numeric_limits<double>::quiet_NaN();
   double reserved = std::numeric_limits<double>::quiet_NaN();
   double peak = std::numeric_limits<double>::quiet_NaN();
   double capacity = std::numeric_limits<double>::quiet_NaN();
+  /// The largest contiguous free block the allocator could hand out without asking the driver.
+  double largest_free_block = std::numeric_limits<double>::quiet_NaN();
+  double used = std::numeric_limits<double>::quiet_NaN();
+  double host_rss = std::numeric_limits<double>::quiet_NaN();
+  double host_rss_peak = std::numeric_limits<double>::quiet_NaN();
+
+  /// 1 - allocated / reserved: the share of the allocator's memory that no tensor uses (NaN
+  /// unless both are known and reserved > 0).
+  [[nodiscard]] double fragmentation() const noexcept {
+    if (!(reserved > 0.0) || std::isnan(allocated)) return std::numeric_limits<double>::quiet_NaN();
+    return 1.0 - allocated / reserved;
+  }
+  /// The fullest of allocated, reserved and used, over capacity (NaN unless capacity and one
+  /// of them are known).
+  [[nodiscard]] double fill() const noexcept {
+    double top = std::numeric_limits<double>::quiet_NaN();
+    for (double v : {allocated, reserved, used})
+      if (!std::isnan(v) && !(top >= v)) top = v;
+    return capacity > 0.0 ? top / capacity : std::numeric_limits<double>::quiet_NaN();
+  }
+};
+
+/// Optional efficiency evidence of a step (NaN where not measured): model FLOPs utilization
+/// and tensor-core activity as fractions (0..1), throughput and the user's target in the
+/// same units per second (tokens/s, samples/s), and the bytes the step's collectives moved
+/// with the bandwidth the user expects of the link (bytes/s), judged against
+/// `step_timings::communication`.
+struct efficiency_evidence {
+  double mfu = std::numeric_limits<double>::quiet_NaN();
+  double tensor_core_activity = std::numeric_limits<double>::quiet_NaN();
+  double throughput = std::numeric_limits<double>::quiet_NaN();
+  double throughput_target = std::numeric_limits<double>::quiet_NaN();
+  double communication_bytes = std::numeric_limits<double>::quiet_NaN();
+  double link_bandwidth = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// One step's evidence. Scalars that were not recorded are NaN and their `has_*` flag false
@@ -118,6 +158,10 @@ struct snapshot {
   step_timings timings;
   std::vector<layer_time> layer_times;
   memory_evidence memory;
+  efficiency_evidence efficiency;
+  /// Step time of every rank (seconds, by rank), for stragglers: each rank's time up to the
+  /// step's synchronizing collective, not the synchronized step (which is equal everywhere).
+  std::vector<double> rank_step_times;
 
   /// Resets for a new step, keeping every vector's capacity.
   void clear(std::int64_t new_step) noexcept {
@@ -132,6 +176,8 @@ struct snapshot {
     layer_times.clear();
     timings = {};
     memory = {};
+    efficiency = {};
+    rank_step_times.clear();
   }
 
   /// The tensors of a role.

@@ -21,8 +21,8 @@ struct pattern_row {
   std::string_view first_action;
 };
 
-/// Loss not decreasing (6 rows), efficiency (5 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 15> pattern_tables{{
+/// Loss not decreasing (6 rows), efficiency (11 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 21> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike"}, "learning rate too high",
@@ -39,16 +39,31 @@ inline constexpr std::array<pattern_row, 15> pattern_tables{{
     {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
-    {"efficiency", {"input starvation", "", ""}, "the input pipeline cannot keep up", "data_loader_workers",
+    // Q3. "low MFU" is in three rows, most likely cause first (the method: below 20% input-bound
+    // or the wrong backend, 20-40% memory-bound or poor overlap); a finding that comes with it
+    // (input starvation, communication overhead) ranks its own row higher.
+    {"efficiency", {"input starvation", "low MFU", ""}, "the input pipeline cannot keep up", "data_loader_workers",
      "add loader workers, prefetch and pin memory; move decoding off the training process"},
+    {"efficiency", {"low MFU", "", ""}, "the wrong backend: unfused attention or fp32 math", "attention_backend",
+     "turn on fused (flash) attention and bf16 autocast; check in a profiler that the intended kernels run"},
+    {"efficiency", {"low MFU", "communication overhead", ""}, "memory-bound kernels or poor overlap", "batch_size",
+     "raise the micro-batch, fuse elementwise kernels, overlap communication and transfers with compute"},
+    {"efficiency", {"throughput below target", "", ""}, "a memory-bound model near the hardware's limit (expected)",
+     "throughput_target", "check the target against FLOPs/token and peak; more speed needs lower precision or more devices"},
     {"efficiency", {"one layer dominates step time", "", ""}, "one layer is slow", "layer_implementation",
      "profile that layer forward and backward; look for an unfused kernel, a debug path or a host sync"},
-    {"efficiency", {"low MFU", "", ""}, "kernels too small or the wrong precision", "batch_size",
-     "raise the micro-batch, use bf16 and fused kernels, check for host synchronizations"},
-    {"efficiency", {"communication overhead", "straggler", ""}, "communication not overlapped", "gradient_bucketing",
-     "overlap communication with backward (bucketing), check the slowest rank"},
+    {"efficiency", {"communication overhead", "", ""}, "communication not overlapped", "gradient_bucketing",
+     "overlap communication with backward (bucketing), check the link's bandwidth with nccl-tests"},
+    {"efficiency", {"straggler", "", ""}, "one rank is slower than the others", "slow_rank",
+     "compare the slow rank's step phases, clocks, data shard and link with the others'; replace or rebalance it"},
     {"efficiency", {"memory pressure", "memory fragmentation", ""}, "memory pressure", "activation_checkpointing",
      "checkpoint activations, shrink the micro-batch, tune the caching allocator"},
+    {"efficiency", {"memory fragmentation", "", ""}, "the caching allocator fragments", "allocator_settings",
+     "use expandable segments or a max split size; allocate variable-size buffers once at their largest size"},
+    {"efficiency", {"memory growth", "", ""}, "a leak: tensors kept alive across steps", "retained_references",
+     "find what keeps tensors alive across steps (a loss summed with its graph, stored outputs, caches); detach or free"},
+    {"efficiency", {"step-time outliers", "", ""}, "intermittent stalls from work outside the step", "background_work",
+     "line the slow steps up with checkpoints, evaluation, logging and garbage collection; make them asynchronous"},
     {"architecture", {"attention entropy collapse", "", ""}, "attention logits grow too large", "qk_normalization",
      "normalize queries and keys (QK-norm) or lower the learning rate of attention"},
     {"architecture", {"expert load imbalance", "", ""}, "the router collapses onto few experts", "load_balancing_loss",
