@@ -34,7 +34,8 @@ double best_ns(int rounds, std::int64_t n, Body body) {
     const auto t0 = std::chrono::steady_clock::now();
     body(n);
     const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n));
+    best = std::min(
+        best, std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n));
   }
   return best;
 }
@@ -54,51 +55,68 @@ int main(int argc, char** argv) {
   const int rounds = quick ? 2 : 7;
   std::vector<row> rows;
 
-  rows.push_back({"steady_clock_now", "ceiling: std::chrono::steady_clock::now()", best_ns(rounds, n, [](std::int64_t k) {
-                    std::int64_t acc = 0;
-                    for (std::int64_t i = 0; i < k; ++i) acc += std::chrono::steady_clock::now().time_since_epoch().count();
-                    sink_value = acc;
-                  }), 1});
-  rows.push_back({"clock_gettime_monotonic", "peer: clock_gettime(CLOCK_MONOTONIC)", best_ns(rounds, n, [](std::int64_t k) {
-                    std::int64_t acc = 0;
-                    timespec ts{};
-                    for (std::int64_t i = 0; i < k; ++i) {
-                      clock_gettime(CLOCK_MONOTONIC, &ts);
-                      acc += ts.tv_nsec;
-                    }
-                    sink_value = acc;
-                  }), 1});
-  rows.push_back({"system_clock_now", "peer: std::chrono::system_clock::now()", best_ns(rounds, n, [](std::int64_t k) {
-                    std::int64_t acc = 0;
-                    for (std::int64_t i = 0; i < k; ++i) acc += std::chrono::system_clock::now().time_since_epoch().count();
-                    sink_value = acc;
-                  }), 1});
+  rows.push_back({"steady_clock_now", "ceiling: std::chrono::steady_clock::now()",
+                  best_ns(rounds, n,
+                          [](std::int64_t k) {
+                            std::int64_t acc = 0;
+                            for (std::int64_t i = 0; i < k; ++i)
+                              acc += std::chrono::steady_clock::now().time_since_epoch().count();
+                            sink_value = acc;
+                          }),
+                  1});
+  rows.push_back({"clock_gettime_monotonic", "peer: clock_gettime(CLOCK_MONOTONIC)",
+                  best_ns(rounds, n,
+                          [](std::int64_t k) {
+                            std::int64_t acc = 0;
+                            timespec ts{};
+                            for (std::int64_t i = 0; i < k; ++i) {
+                              clock_gettime(CLOCK_MONOTONIC, &ts);
+                              acc += ts.tv_nsec;
+                            }
+                            sink_value = acc;
+                          }),
+                  1});
+  rows.push_back({"system_clock_now", "peer: std::chrono::system_clock::now()",
+                  best_ns(rounds, n,
+                          [](std::int64_t k) {
+                            std::int64_t acc = 0;
+                            for (std::int64_t i = 0; i < k; ++i)
+                              acc += std::chrono::system_clock::now().time_since_epoch().count();
+                            sink_value = acc;
+                          }),
+                  1});
 
   // step_timer::mark, in steps of 6 marks (a realistic step: data, fwd, bwd, comm, opt, other);
   // begin_step/end_step are included, so this is the cost per mark with the step's share.
   mldiag::efficiency::step_timer timer;
   rows.push_back({"step_timer_mark", "step_timer: begin_step, mark or end_step (6 marks/step)",
-                  best_ns(rounds, n, [&](std::int64_t k) {
-                    double acc = 0.0;
-                    for (std::int64_t i = 0; i < k; i += 8) {  // 8 clock reads per step: begin, 6 marks, end
-                      timer.begin_step();
-                      timer.mark(phase::data_wait);
-                      timer.mark(phase::forward);
-                      timer.mark(phase::backward);
-                      timer.mark(phase::communication);
-                      timer.mark(phase::optimizer);
-                      timer.mark(phase::other);
-                      acc += timer.end_step().total;
-                    }
-                    sink_value = static_cast<std::int64_t>(acc);
-                  }), 1});
-  rows.push_back({"step_timer_scope", "step_timer::scope guard (begin + end)", best_ns(rounds, n / 2, [&](std::int64_t k) {
-                    timer.begin_step();
-                    for (std::int64_t i = 0; i < k; ++i) {
-                      auto g = timer.scope(phase::forward);
-                    }
-                    sink_value = static_cast<std::int64_t>(timer.end_step().total);
-                  }), 2});
+                  best_ns(rounds, n,
+                          [&](std::int64_t k) {
+                            double acc = 0.0;
+                            for (std::int64_t i = 0; i < k;
+                                 i += 8) {  // 8 clock reads per step: begin, 6 marks, end
+                              timer.begin_step();
+                              timer.mark(phase::data_wait);
+                              timer.mark(phase::forward);
+                              timer.mark(phase::backward);
+                              timer.mark(phase::communication);
+                              timer.mark(phase::optimizer);
+                              timer.mark(phase::other);
+                              acc += timer.end_step().total;
+                            }
+                            sink_value = static_cast<std::int64_t>(acc);
+                          }),
+                  1});
+  rows.push_back({"step_timer_scope", "step_timer::scope guard (begin + end)",
+                  best_ns(rounds, n / 2,
+                          [&](std::int64_t k) {
+                            timer.begin_step();
+                            for (std::int64_t i = 0; i < k; ++i) {
+                              auto g = timer.scope(phase::forward);
+                            }
+                            sink_value = static_cast<std::int64_t>(timer.end_step().total);
+                          }),
+                  2});
 
   // The profiler on a 12-block model: per block the block, its attention and its MLP, forward
   // then backward (72 begin/end pairs per step), by name (a hash lookup each) and by id.
@@ -110,7 +128,8 @@ int main(int argc, char** argv) {
   }
   mldiag::efficiency::layer_profiler prof;
   std::vector<std::uint32_t> ids;
-  for (const auto& s : names) ids.push_back(prof.intern(s));
+  for (const auto& s : names)
+    ids.push_back(prof.intern(s));
   const auto profile_step = [&](auto&& begin) {
     prof.begin_step();
     for (const pass p : {pass::forward, pass::backward}) {
@@ -126,17 +145,21 @@ int main(int argc, char** argv) {
     prof.end_step();
   };
   rows.push_back({"profiler_by_name", "layer_profiler::begin(name) + end(), end_step included",
-                  best_ns(rounds, n / 2, [&](std::int64_t k) {
-                    for (std::int64_t i = 0; i < k; i += 72)
-                      profile_step([&](std::size_t j, pass p) { prof.begin(names[j], p); });
-                    sink_value = static_cast<std::int64_t>(prof.step_seconds() * 1e9);
-                  }), 2});
+                  best_ns(rounds, n / 2,
+                          [&](std::int64_t k) {
+                            for (std::int64_t i = 0; i < k; i += 72)
+                              profile_step([&](std::size_t j, pass p) { prof.begin(names[j], p); });
+                            sink_value = static_cast<std::int64_t>(prof.step_seconds() * 1e9);
+                          }),
+                  2});
   rows.push_back({"profiler_by_id", "layer_profiler::begin(id) + end(), end_step included",
-                  best_ns(rounds, n / 2, [&](std::int64_t k) {
-                    for (std::int64_t i = 0; i < k; i += 72)
-                      profile_step([&](std::size_t j, pass p) { prof.begin(ids[j], p); });
-                    sink_value = static_cast<std::int64_t>(prof.step_seconds() * 1e9);
-                  }), 2});
+                  best_ns(rounds, n / 2,
+                          [&](std::int64_t k) {
+                            for (std::int64_t i = 0; i < k; i += 72)
+                              profile_step([&](std::size_t j, pass p) { prof.begin(ids[j], p); });
+                            sink_value = static_cast<std::int64_t>(prof.step_seconds() * 1e9);
+                          }),
+                  2});
 
   const double ceiling = rows[0].ns;
   std::printf("%-58s %10s %12s %14s\n", "operation", "ns/op", "clock reads", "ns per mark");
@@ -155,7 +178,8 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof buf, "%s\"%s\":%.2f", i ? "," : "", r.key.c_str(), mark_ns);
     per_mark += buf;
   }
-  std::printf("ceiling: %.1f ns per clock read; target: <= 1000 ns per mark: %s\n", ceiling, meets ? "met" : "MISSED");
+  std::printf("ceiling: %.1f ns per clock read; target: <= 1000 ns per mark: %s\n", ceiling,
+              meets ? "met" : "MISSED");
   json += "}," + per_mark + "},\"meets_target\":" + (meets ? "true" : "false") + "}";
   std::printf("%s\n", json.c_str());
   return 0;

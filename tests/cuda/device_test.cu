@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA build path works end to end: a kernel of ours runs and its result comes back.
+// The CUDA build path works end to end: a kernel of ours runs and its result comes back; and
+// the event timer never makes the host wait for the GPU in the step path.
 #include <doctest/doctest.h>
 
 #include "mldiag/cuda/device.cuh"
+#include "mldiag/cuda/event_timer.cuh"
 
+#include <chrono>
+#include <cmath>
 #include <vector>
 
 namespace {
@@ -38,4 +42,175 @@ TEST_CASE("a kernel runs and its result matches the host") {
   for (long long i = 0; i < n; ++i)
     mismatches += (out[static_cast<std::size_t>(i)] != i * i);
   CHECK(mismatches == 0);
+}
+
+// ---- cuda::event_timer: GPU phase and layer times, read back a step later, never waiting ----
+// The claim under test: no call of the step path (begin_step, mark, begin, end, end_step,
+// try_readback) waits for the GPU. A kernel that spins for half a second is queued between the
+// marks; if any call waited for it, the stream would be idle by the time the calls return.
+// `cudaStreamQuery(stream) == cudaErrorNotReady` after the calls proves they did not.
+
+namespace {
+
+using mldiag::cuda::event_timer;
+using mldiag::cuda::readback_status;
+using mldiag::efficiency::pass;
+using mldiag::efficiency::phase;
+
+// One thread spins on the GPU's global nanosecond timer for `ns`.
+__global__ void spin_for_ns(unsigned long long ns) {
+  unsigned long long start = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    unsigned long long now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) break;
+  }
+}
+
+void spin(cudaStream_t s, double seconds) {
+  spin_for_ns<<<1, 1, 0, s>>>(static_cast<unsigned long long>(seconds * 1e9));
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+}
+
+struct test_stream {
+  cudaStream_t s = nullptr;
+  test_stream() {
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    spin(s, 0.0);  // the first launch loads the module: keep that out of the timed calls
+    REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);  // test set-up, not the step path
+  }
+  ~test_stream() { cudaStreamDestroy(s); }
+  test_stream(const test_stream&) = delete;
+  test_stream& operator=(const test_stream&) = delete;
+};
+
+const mldiag::efficiency::layer_result* find_layer(const event_timer& t, std::string_view name) {
+  for (const auto& l : t.layers())
+    if (l.name == name) return &l;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("event_timer: marks and readback return while the GPU is still busy") {
+  test_stream st;
+  event_timer gpu;
+  const auto host_start = std::chrono::steady_clock::now();
+  gpu.begin_step(st.s);
+  gpu.mark(phase::forward, st.s);
+  gpu.begin("blocks.0", pass::forward, st.s);
+  spin(st.s, 0.5);
+  gpu.end(st.s);
+  gpu.mark(phase::backward, st.s);
+  spin(st.s, 0.05);
+  gpu.end_step(st.s);
+  CHECK(cudaStreamQuery(st.s) == cudaErrorNotReady);  // no call above waited for the kernel
+  CHECK(gpu.try_readback() == readback_status::not_ready);
+  CHECK(cudaStreamQuery(st.s) == cudaErrorNotReady);  // nor did the readback
+
+  // The next step is recorded while the first is still running (the ring's second slot).
+  gpu.begin_step(st.s);
+  gpu.mark(phase::optimizer, st.s);
+  spin(st.s, 0.01);
+  gpu.end_step(st.s);
+  CHECK(gpu.try_readback() == readback_status::not_ready);
+  CHECK(cudaStreamQuery(st.s) == cudaErrorNotReady);
+  const double host_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+  MESSAGE("host time of two steps of marks and readbacks: ", host_seconds * 1e6,
+          " us (GPU work: 560 ms)");
+
+  gpu.finish();  // the one waiting call, for the end of a run
+  REQUIRE(gpu.try_readback() == readback_status::ready);
+  CHECK(gpu.step() == 0);
+  const auto& p = gpu.phases();
+  CHECK(p[phase::forward] >= 0.5 * 0.99);  // event timing resolution ~0.5 us; 1% slack
+  CHECK(p[phase::forward] < 5.0);
+  CHECK(p[phase::backward] >= 0.05 * 0.99);
+  CHECK(std::isnan(p.to_step_timings().data_wait));
+  CHECK(p.total ==
+        doctest::Approx(p[phase::forward] + p[phase::backward] + p[phase::other]).epsilon(1e-4));
+  const auto* b0 = find_layer(gpu, "blocks.0");
+  REQUIRE(b0 != nullptr);
+  CHECK(b0->self.forward >= 0.5 * 0.99);
+  CHECK(b0->total.forward == b0->self.forward);
+
+  REQUIRE(gpu.try_readback() == readback_status::ready);
+  CHECK(gpu.step() == 1);
+  CHECK(gpu.phases()[phase::optimizer] >= 0.01 * 0.99);
+  CHECK(gpu.layers().empty());
+  CHECK(gpu.try_readback() == readback_status::none_pending);
+  CHECK(gpu.dropped_steps() == 0);
+}
+
+TEST_CASE("event_timer: nested layers give self and total time on the GPU") {
+  test_stream st;
+  event_timer gpu;
+  gpu.begin_step(st.s);
+  gpu.begin("blocks.0", pass::forward, st.s);
+  spin(st.s, 0.02);
+  gpu.begin("blocks.0.attn", pass::forward, st.s);
+  spin(st.s, 0.03);
+  gpu.end(st.s);
+  gpu.end(st.s);
+  gpu.begin("blocks.0.attn", pass::backward, st.s);
+  spin(st.s, 0.01);
+  gpu.end(st.s);
+  gpu.end_step(st.s);
+  gpu.finish();
+  REQUIRE(gpu.try_readback() == readback_status::ready);
+  const auto* block = find_layer(gpu, "blocks.0");
+  const auto* attn = find_layer(gpu, "blocks.0.attn");
+  REQUIRE(block != nullptr);
+  REQUIRE(attn != nullptr);
+  CHECK(block->total.forward >= 0.05 * 0.99);
+  CHECK(block->self.forward >= 0.02 * 0.99);
+  CHECK(block->self.forward < 0.03);
+  CHECK(attn->self.forward >= 0.03 * 0.99);
+  CHECK(attn->self.backward >= 0.01 * 0.99);
+  CHECK(attn->calls == 2);
+  CHECK(gpu.layers()[0].name == "blocks.0");  // order of first begin
+  const auto s = mldiag::efficiency::rollup_by_substructure(gpu.layers());
+  CHECK(s[mldiag::efficiency::substructure::attention].sum() == attn->self.sum());
+  const auto d = mldiag::efficiency::dominant_layer(gpu.layers(), gpu.phases().total);
+  REQUIRE(d.has_value());
+  CHECK(d->name == "blocks.0.attn");
+}
+
+TEST_CASE("event_timer: an unread slot is dropped, never waited for; misuse is an error") {
+  test_stream st;
+  event_timer gpu;  // two slots
+  for (int i = 0; i < 3; ++i) {
+    gpu.begin_step(st.s);
+    spin(st.s, i == 0 ? 0.2 : 0.001);
+    gpu.end_step(st.s);
+  }
+  CHECK(cudaStreamQuery(st.s) == cudaErrorNotReady);  // reusing step 0's slot did not wait for it
+  CHECK(gpu.dropped_steps() == 1);
+  gpu.finish();
+  REQUIRE(gpu.try_readback() == readback_status::ready);
+  CHECK(gpu.step() == 1);
+  REQUIRE(gpu.try_readback() == readback_status::ready);
+  CHECK(gpu.step() == 2);
+
+  CHECK_THROWS_WITH_AS(gpu.mark(phase::forward, st.s), doctest::Contains("no step is open"),
+                       mldiag::error);
+  CHECK_THROWS_WITH_AS(event_timer({.max_events_per_step = 1}),
+                       doctest::Contains("max_events_per_step must be >= 2"), mldiag::error);
+  event_timer small({.max_events_per_step = 4});
+  small.begin_step(st.s);
+  small.mark(phase::forward, st.s);
+  small.mark(phase::backward, st.s);
+  CHECK_THROWS_WITH_AS(small.mark(phase::optimizer, st.s),
+                       doctest::Contains("more than 4 events in one step"), mldiag::error);
+  CHECK(!small.step_open());  // discarded: a new step starts clean
+  small.begin_step(st.s);
+  small.begin("x", pass::forward, st.s);
+  CHECK_THROWS_WITH_AS(small.end_step(st.s),
+                       doctest::Contains("1 layer(s) still open (innermost 'x')"), mldiag::error);
+  small.end(st.s);
+  small.end_step(st.s);
+  small.finish();
+  CHECK(small.try_readback() == readback_status::ready);
 }

@@ -37,7 +37,9 @@ struct manual_clock {
 };
 constexpr double tick = 1.0 / 1024.0;
 
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 // Busy-waits (a sleeping layer would leave the CPU; a slow layer keeps it).
 void spin_for(std::chrono::microseconds d) {
@@ -81,7 +83,8 @@ TEST_CASE("step_timer: phases measured against known sleeps") {
   // Every instant belongs to one phase: the phases (other included) add up to the total.
   const auto& all = timer.last_step();
   double sum = 0.0;
-  for (double s : all.seconds) sum += s;
+  for (double s : all.seconds)
+    sum += s;
   CHECK(sum == doctest::Approx(t.total).epsilon(1e-12));
   CHECK(all[phase::other] >= 0.0);
   CHECK(all[phase::other] < 0.005);  // only the gap before the first mark: nanoseconds
@@ -124,17 +127,20 @@ TEST_CASE("step_timer: exact arithmetic, unmarked phases are NaN, other = total 
 
 TEST_CASE("step_timer: misuse is an mldiag::error that says what to do") {
   mldiag::efficiency::basic_step_timer<manual_clock> timer;
-  CHECK_THROWS_WITH_AS(timer.mark(phase::forward),
-                       "mldiag: step_timer::mark(forward): no step is open; call begin_step() first", mldiag::error);
+  CHECK_THROWS_WITH_AS(
+      timer.mark(phase::forward),
+      "mldiag: step_timer::mark(forward): no step is open; call begin_step() first", mldiag::error);
   CHECK_THROWS_WITH_AS((void)timer.end_step(), doctest::Contains("no step is open"), mldiag::error);
-  CHECK_THROWS_WITH_AS((void)timer.scope(phase::backward), doctest::Contains("scope(backward): no step is open"),
-                       mldiag::error);
+  CHECK_THROWS_WITH_AS((void)timer.scope(phase::backward),
+                       doctest::Contains("scope(backward): no step is open"), mldiag::error);
   timer.begin_step();
-  CHECK_THROWS_WITH_AS(timer.begin_step(), doctest::Contains("a step is already open"), mldiag::error);
+  CHECK_THROWS_WITH_AS(timer.begin_step(), doctest::Contains("a step is already open"),
+                       mldiag::error);
   {
     auto g = timer.scope(phase::backward);
-    CHECK_THROWS_WITH_AS((void)timer.end_step(),
-                         doctest::Contains("1 phase scope(s) still open (current phase 'backward')"), mldiag::error);
+    CHECK_THROWS_WITH_AS(
+        (void)timer.end_step(),
+        doctest::Contains("1 phase scope(s) still open (current phase 'backward')"), mldiag::error);
   }
   CHECK_NOTHROW((void)timer.end_step());  // the guard ended: the step closes normally
 
@@ -144,7 +150,8 @@ TEST_CASE("step_timer: misuse is an mldiag::error that says what to do") {
   auto* inner = new auto(timer.scope(phase::backward));
   delete outer;
   delete inner;
-  CHECK_THROWS_WITH_AS((void)timer.end_step(), doctest::Contains("ended out of order"), mldiag::error);
+  CHECK_THROWS_WITH_AS((void)timer.end_step(), doctest::Contains("ended out of order"),
+                       mldiag::error);
   CHECK(!timer.step_open());
   timer.begin_step();  // starts clean
   CHECK_NOTHROW((void)timer.end_step());
@@ -217,33 +224,66 @@ TEST_CASE("layer_profiler: self and total time, roll-ups and the dominating laye
   {
     auto b = prof.scope("blocks.0", pass::forward);
     M::advance(1);
-    { auto a = prof.scope("blocks.0.attn", pass::forward); M::advance(8); }
-    { auto m = prof.scope("blocks.0.mlp", pass::forward); M::advance(5); }
+    {
+      auto a = prof.scope("blocks.0.attn", pass::forward);
+      M::advance(8);
+    }
+    {
+      auto m = prof.scope("blocks.0.mlp", pass::forward);
+      M::advance(5);
+    }
   }
   {
     auto b = prof.scope("blocks.1", pass::forward);
-    { auto a = prof.scope("blocks.1.attn", pass::forward); M::advance(8); }
+    {
+      auto a = prof.scope("blocks.1.attn", pass::forward);
+      M::advance(8);
+    }
     M::advance(1);
     {
       auto moe = prof.scope("blocks.1.moe", pass::forward);
-      { auto r = prof.scope("blocks.1.moe.router", pass::forward); M::advance(1); }
-      { auto e = prof.scope("blocks.1.moe.experts", pass::forward); M::advance(12); }
+      {
+        auto r = prof.scope("blocks.1.moe.router", pass::forward);
+        M::advance(1);
+      }
+      {
+        auto e = prof.scope("blocks.1.moe.experts", pass::forward);
+        M::advance(12);
+      }
     }
   }
-  { auto h = prof.scope("lm_head", pass::forward); M::advance(3); }
+  {
+    auto h = prof.scope("lm_head", pass::forward);
+    M::advance(3);
+  }
   // Backward, in reverse.
-  { auto h = prof.scope("lm_head", pass::backward); M::advance(6); }
+  {
+    auto h = prof.scope("lm_head", pass::backward);
+    M::advance(6);
+  }
   {
     auto b = prof.scope("blocks.1", pass::backward);
-    { auto a = prof.scope("blocks.1.attn", pass::backward); M::advance(16); }
+    {
+      auto a = prof.scope("blocks.1.attn", pass::backward);
+      M::advance(16);
+    }
   }
   {
     auto b = prof.scope("blocks.0", pass::backward);
-    { auto m = prof.scope("blocks.0.mlp", pass::backward); M::advance(10); }
-    { auto a = prof.scope("blocks.0.attn", pass::backward); M::advance(16); }
+    {
+      auto m = prof.scope("blocks.0.mlp", pass::backward);
+      M::advance(10);
+    }
+    {
+      auto a = prof.scope("blocks.0.attn", pass::backward);
+      M::advance(16);
+    }
     M::advance(1);
   }
-  { auto e = prof.scope("embed", pass::backward); M::advance(4); }
+  {
+    auto e = prof.scope("embed", pass::backward);
+    M::advance(4);
+  }
   M::advance(2);  // outside every layer
   prof.end_step();
 
@@ -348,30 +388,35 @@ TEST_CASE("layer_profiler: repeated and recursive layers, and times against real
 
 TEST_CASE("layer_profiler: misuse is an mldiag::error naming the layer") {
   mldiag::efficiency::basic_layer_profiler<manual_clock> prof;
-  CHECK_THROWS_WITH_AS(prof.begin("blocks.0.attn", pass::forward),
-                       "mldiag: layer_profiler::begin('blocks.0.attn', forward): no step is open; call "
-                       "begin_step() first",
-                       mldiag::error);
+  CHECK_THROWS_WITH_AS(
+      prof.begin("blocks.0.attn", pass::forward),
+      "mldiag: layer_profiler::begin('blocks.0.attn', forward): no step is open; call "
+      "begin_step() first",
+      mldiag::error);
   CHECK_THROWS_WITH_AS(prof.end(), doctest::Contains("no step is open"), mldiag::error);
   prof.begin_step();
   CHECK_THROWS_WITH_AS(prof.end(), doctest::Contains("no layer is open"), mldiag::error);
-  CHECK_THROWS_WITH_AS(prof.begin("", pass::forward), doctest::Contains("empty layer name"), mldiag::error);
+  CHECK_THROWS_WITH_AS(prof.begin("", pass::forward), doctest::Contains("empty layer name"),
+                       mldiag::error);
   prof.begin("blocks.0", pass::forward);
   prof.begin("blocks.0.attn", pass::forward);
-  CHECK_THROWS_WITH_AS(prof.end("blocks.0", pass::forward),
-                       "mldiag: layer_profiler::end('blocks.0', forward): the innermost open layer is "
-                       "'blocks.0.attn' (forward); end layers in reverse order of begin",
-                       mldiag::error);
-  CHECK_THROWS_WITH_AS(prof.end("blocks.0.attn", pass::backward), doctest::Contains("innermost open layer"),
-                       mldiag::error);
-  CHECK_THROWS_WITH_AS(prof.end_step(),
-                       doctest::Contains("2 layer(s) still open (innermost 'blocks.0.attn', forward)"),
-                       mldiag::error);
+  CHECK_THROWS_WITH_AS(
+      prof.end("blocks.0", pass::forward),
+      "mldiag: layer_profiler::end('blocks.0', forward): the innermost open layer is "
+      "'blocks.0.attn' (forward); end layers in reverse order of begin",
+      mldiag::error);
+  CHECK_THROWS_WITH_AS(prof.end("blocks.0.attn", pass::backward),
+                       doctest::Contains("innermost open layer"), mldiag::error);
+  CHECK_THROWS_WITH_AS(
+      prof.end_step(),
+      doctest::Contains("2 layer(s) still open (innermost 'blocks.0.attn', forward)"),
+      mldiag::error);
   CHECK_THROWS_WITH_AS(prof.begin_step(), doctest::Contains("already open"), mldiag::error);
   prof.end("blocks.0.attn", pass::forward);
   prof.end();
   CHECK_NOTHROW(prof.end_step());
-  CHECK_THROWS_WITH_AS(prof.begin(99u, pass::forward), doctest::Contains("no step is open"), mldiag::error);
+  CHECK_THROWS_WITH_AS(prof.begin(99u, pass::forward), doctest::Contains("no step is open"),
+                       mldiag::error);
 
   // A guarded layer closed by hand: the guard finds nothing to close and end_step says so.
   prof.begin_step();
@@ -425,7 +470,8 @@ TEST_CASE("layer_profiler: no allocation after the first step") {
   };
   step();  // interns the names
   const auto before = mldiag_test::allocations();
-  for (int i = 0; i < 200; ++i) step();
+  for (int i = 0; i < 200; ++i)
+    step();
   CHECK(mldiag_test::allocations() == before);
   CHECK(prof.layers().size() == 36);
 }
@@ -434,8 +480,8 @@ TEST_CASE("end to end: a planted slow layer is named by layer_dominates through 
   mldiag::monitor mon({.detectors = {"layer_dominates"}});
   mldiag::efficiency::layer_profiler prof;
   mldiag::efficiency::step_timer timer;
-  const std::vector<std::string> layers = {"blocks.0.attn", "blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp",
-                                           "blocks.2.attn", "blocks.2.mlp"};
+  const std::vector<std::string> layers = {"blocks.0.attn", "blocks.0.mlp",  "blocks.1.attn",
+                                           "blocks.1.mlp",  "blocks.2.attn", "blocks.2.mlp"};
   std::vector<mldiag::finding> found;
   for (int step = 0; step < 12; ++step) {
     timer.begin_step();
@@ -450,7 +496,8 @@ TEST_CASE("end to end: a planted slow layer is named by layer_dominates through 
     mon.observe_loss(1.0);
     mon.observe_timings(timer.end_step());
     prof.observe(mon);
-    for (const auto& f : mon.end_step()) found.push_back(f);
+    for (const auto& f : mon.end_step())
+      found.push_back(f);
   }
   // Onsets only: once, unless a preempted step broke the run of five and it began again.
   REQUIRE(!found.empty());

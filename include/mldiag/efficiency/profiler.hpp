@@ -34,7 +34,9 @@ struct pass_times {
   double forward = 0.0;
   double backward = 0.0;
   [[nodiscard]] double sum() const noexcept { return forward + backward; }
-  [[nodiscard]] double operator[](pass p) const noexcept { return p == pass::forward ? forward : backward; }
+  [[nodiscard]] double operator[](pass p) const noexcept {
+    return p == pass::forward ? forward : backward;
+  }
   pass_times& operator+=(const pass_times& o) noexcept {
     forward += o.forward;
     backward += o.backward;
@@ -44,10 +46,10 @@ struct pass_times {
 
 /// One layer's time in one step.
 struct layer_result {
-  std::string_view name;  ///< valid while its profiler (or event timer) lives
-  std::uint32_t id = 0;   ///< the profiler's id of the name
-  pass_times self;        ///< in the layer and in no layer nested inside it
-  pass_times total;       ///< from begin to end, nested layers included
+  std::string_view name;    ///< valid while its profiler (or event timer) lives
+  std::uint32_t id = 0;     ///< the profiler's id of the name
+  pass_times self;          ///< in the layer and in no layer nested inside it
+  pass_times total;         ///< from begin to end, nested layers included
   std::uint32_t calls = 0;  ///< begin/end pairs in the step, both passes
 };
 
@@ -58,11 +60,16 @@ inline constexpr std::size_t substructure_count = 5;
 
 [[nodiscard]] constexpr std::string_view substructure_name(substructure s) noexcept {
   switch (s) {
-    case substructure::attention: return "attention";
-    case substructure::ffn: return "ffn";
-    case substructure::embedding: return "embedding";
-    case substructure::moe: return "moe";
-    case substructure::other: return "other";
+    case substructure::attention:
+      return "attention";
+    case substructure::ffn:
+      return "ffn";
+    case substructure::embedding:
+      return "embedding";
+    case substructure::moe:
+      return "moe";
+    case substructure::other:
+      return "other";
   }
   return "unknown substructure";
 }
@@ -94,22 +101,30 @@ class substructure_patterns {
 
   /// The default patterns.
   substructure_patterns()
-      : rules_{{"attn", substructure::attention},  {"attention", substructure::attention},
-               {"router", substructure::moe},      {"experts", substructure::moe},
-               {"moe", substructure::moe},         {"mlp", substructure::ffn},
-               {"ffn", substructure::ffn},         {"fc1", substructure::ffn},
-               {"fc2", substructure::ffn},         {"embed", substructure::embedding},
-               {"wte", substructure::embedding},   {"wpe", substructure::embedding},
+      : rules_{{"attn", substructure::attention},
+               {"attention", substructure::attention},
+               {"router", substructure::moe},
+               {"experts", substructure::moe},
+               {"moe", substructure::moe},
+               {"mlp", substructure::ffn},
+               {"ffn", substructure::ffn},
+               {"fc1", substructure::ffn},
+               {"fc2", substructure::ffn},
+               {"embed", substructure::embedding},
+               {"wte", substructure::embedding},
+               {"wpe", substructure::embedding},
                // Last: inside one component every other pattern wins ("mlp_gate" is FFN);
                // Llama's "mlp.gate_proj" is FFN already because "mlp" comes first.
                {"gate", substructure::moe}} {}
 
   explicit substructure_patterns(std::vector<rule> rules) : rules_(std::move(rules)) {
     for (const auto& r : rules_) {
-      if (r.pattern.empty()) throw error("substructure_patterns: an empty pattern matches every name; remove it");
+      if (r.pattern.empty())
+        throw error("substructure_patterns: an empty pattern matches every name; remove it");
       if (r.pattern.find('.') != std::string::npos) {
-        throw error("substructure_patterns: pattern '" + r.pattern +
-                    "' contains '.', but patterns are matched inside one name component; drop the dot");
+        throw error(
+            "substructure_patterns: pattern '" + r.pattern +
+            "' contains '.', but patterns are matched inside one name component; drop the dot");
       }
     }
   }
@@ -141,16 +156,18 @@ struct substructure_times {
   }
   [[nodiscard]] double sum() const noexcept {
     double s = 0.0;
-    for (const auto& k : by_kind) s += k.sum();
+    for (const auto& k : by_kind)
+      s += k.sum();
     return s;
   }
 };
 
 /// Sums the self time of `layers` by substructure.
-[[nodiscard]] inline substructure_times rollup_by_substructure(std::span<const layer_result> layers,
-                                                               const substructure_patterns& patterns = {}) {
+[[nodiscard]] inline substructure_times rollup_by_substructure(
+    std::span<const layer_result> layers, const substructure_patterns& patterns = {}) {
   substructure_times out;
-  for (const auto& l : layers) out.by_kind[static_cast<std::size_t>(patterns.classify(l.name))] += l.self;
+  for (const auto& l : layers)
+    out.by_kind[static_cast<std::size_t>(patterns.classify(l.name))] += l.self;
   return out;
 }
 
@@ -162,7 +179,8 @@ struct substructure_times {
 /// The time spent under a name prefix: the self time of `prefix` and of every `prefix.*`
 /// layer (`blocks.3` = `blocks.3` itself + `blocks.3.attn` + `blocks.3.mlp` + ...). Component
 /// boundaries count: `blocks.3` does not include `blocks.30`.
-[[nodiscard]] inline pass_times rollup_by_prefix(std::span<const layer_result> layers, std::string_view prefix) {
+[[nodiscard]] inline pass_times rollup_by_prefix(std::span<const layer_result> layers,
+                                                 std::string_view prefix) {
   pass_times out;
   for (const auto& l : layers) {
     if (under_prefix(l.name, prefix)) out += l.self;
@@ -179,7 +197,8 @@ struct prefix_time {
 /// Groups `layers` by the first `components` dot-separated components of their names (2:
 /// `blocks.3.attn.q` -> `blocks.3`), in order of first appearance, into `out` (cleared first;
 /// its capacity is reused, so a kept vector stops allocating).
-inline void rollup_by_depth(std::span<const layer_result> layers, std::size_t components, std::vector<prefix_time>& out) {
+inline void rollup_by_depth(std::span<const layer_result> layers, std::size_t components,
+                            std::vector<prefix_time>& out) {
   out.clear();
   for (const auto& l : layers) {
     std::size_t end = 0;
@@ -222,7 +241,8 @@ struct dominance {
   d.name = top->name;
   d.seconds = top->self.sum();
   d.share_of_layers = sum > 0.0 ? d.seconds / sum : 0.0;
-  d.share_of_step = step_seconds > 0.0 ? d.seconds / step_seconds : std::numeric_limits<double>::quiet_NaN();
+  d.share_of_step =
+      step_seconds > 0.0 ? d.seconds / step_seconds : std::numeric_limits<double>::quiet_NaN();
   return d;
 }
 
@@ -240,8 +260,10 @@ enum class time_basis : std::uint8_t { self, total };
 /// Passes each layer's time (both passes) to `sink.observe_layer_time`, in order, so that the
 /// monitor's `layer_dominates` detector reads them.
 template <layer_time_sink S>
-void observe_layer_times(S& sink, std::span<const layer_result> layers, time_basis basis = time_basis::self) {
-  for (const auto& l : layers) sink.observe_layer_time(l.name, basis == time_basis::self ? l.self.sum() : l.total.sum());
+void observe_layer_times(S& sink, std::span<const layer_result> layers,
+                         time_basis basis = time_basis::self) {
+  for (const auto& l : layers)
+    sink.observe_layer_time(l.name, basis == time_basis::self ? l.self.sum() : l.total.sum());
 }
 
 namespace detail {
@@ -252,7 +274,8 @@ class layer_names {
  public:
   std::uint32_t intern(std::string_view name) {
     if (const auto it = ids_.find(name); it != ids_.end()) return it->second;
-    if (name.empty()) throw error("layer profiler: an empty layer name; name the layer (e.g. \"blocks.3.attn\")");
+    if (name.empty())
+      throw error("layer profiler: an empty layer name; name the layer (e.g. \"blocks.3.attn\")");
     const auto id = static_cast<std::uint32_t>(names_.size());
     names_.emplace_back(name);
     ids_.emplace(names_.back(), id);
@@ -316,7 +339,8 @@ class layer_sums {
     order_.clear();
   }
   void reset() noexcept {
-    for (const auto id : order_) sums_[id] = entry{};
+    for (const auto id : order_)
+      sums_[id] = entry{};
     order_.clear();
   }
 
@@ -405,7 +429,9 @@ class basic_layer_profiler {
 
   void begin_step() {
     if (open_) {
-      throw error("layer_profiler::begin_step: a step is already open; call end_step() (or abandon_step()) first");
+      throw error(
+          "layer_profiler::begin_step: a step is already open; call end_step() (or abandon_step()) "
+          "first");
     }
     open_ = true;
     out_of_order_ = false;
@@ -422,7 +448,8 @@ class basic_layer_profiler {
     if (!open_) [[unlikely]]
       fail("begin", id, p, "no step is open; call begin_step() first");
     if (id >= names_.size()) [[unlikely]]
-      throw error("layer_profiler::begin: layer id " + std::to_string(id) + " was not made by intern()");
+      throw error("layer_profiler::begin: layer id " + std::to_string(id) +
+                  " was not made by intern()");
     ++open_count_[id];
     sums_.touch(id);
     // Read the clock last, so the bookkeeping above is not inside the layer's time.
@@ -433,8 +460,9 @@ class basic_layer_profiler {
   void end() {
     const time_point now = Clock::now();
     if (stack_.empty()) [[unlikely]]
-      throw error(open_ ? "layer_profiler::end: no layer is open; every end() needs a begin() before it"
-                        : "layer_profiler::end: no step is open; call begin_step() first");
+      throw error(
+          open_ ? "layer_profiler::end: no layer is open; every end() needs a begin() before it"
+                : "layer_profiler::end: no step is open; call begin_step() first");
     close(now);
   }
   /// Ends layer `name` in pass `p`, which must be the innermost open layer.
@@ -468,14 +496,17 @@ class basic_layer_profiler {
     if (!open_) throw error("layer_profiler::end_step: no step is open; call begin_step() first");
     if (out_of_order_) {
       abandon_step();
-      throw error("layer_profiler::end_step: layer scopes ended out of order (a guard outlived a guard made "
-                  "after it, or end() closed a guarded layer); keep guards on the stack. The step was discarded");
+      throw error(
+          "layer_profiler::end_step: layer scopes ended out of order (a guard outlived a guard "
+          "made "
+          "after it, or end() closed a guarded layer); keep guards on the stack. The step was "
+          "discarded");
     }
     if (!stack_.empty()) {
       const auto& top = stack_.back();
-      throw error("layer_profiler::end_step: " + std::to_string(stack_.size()) + " layer(s) still open (innermost '" +
-                  std::string(names_[top.id]) + "', " + std::string(pass_name(top.p)) +
-                  "); end every layer before end_step()");
+      throw error("layer_profiler::end_step: " + std::to_string(stack_.size()) +
+                  " layer(s) still open (innermost '" + std::string(names_[top.id]) + "', " +
+                  std::string(pass_name(top.p)) + "); end every layer before end_step()");
     }
     open_ = false;
     step_seconds_ = seconds(now - start_);
@@ -484,7 +515,8 @@ class basic_layer_profiler {
 
   /// Discards the open step and its open layers.
   void abandon_step() noexcept {
-    for (const auto& f : stack_) --open_count_[f.id];
+    for (const auto& f : stack_)
+      --open_count_[f.id];
     stack_.clear();
     sums_.reset();
     open_ = false;
@@ -498,11 +530,16 @@ class basic_layer_profiler {
   /// The last ended step's wall time, begin_step() to end_step().
   [[nodiscard]] double step_seconds() const noexcept { return step_seconds_; }
   /// The layer with the most self time in the last step, with its share of the step.
-  [[nodiscard]] std::optional<dominance> dominant() const { return dominant_layer(results_, step_seconds_); }
-  [[nodiscard]] substructure_times by_substructure(const substructure_patterns& patterns = {}) const {
+  [[nodiscard]] std::optional<dominance> dominant() const {
+    return dominant_layer(results_, step_seconds_);
+  }
+  [[nodiscard]] substructure_times by_substructure(
+      const substructure_patterns& patterns = {}) const {
     return rollup_by_substructure(results_, patterns);
   }
-  [[nodiscard]] pass_times by_prefix(std::string_view prefix) const { return rollup_by_prefix(results_, prefix); }
+  [[nodiscard]] pass_times by_prefix(std::string_view prefix) const {
+    return rollup_by_prefix(results_, prefix);
+  }
   /// Passes the last step's layer times to `sink.observe_layer_time` (e.g. the monitor).
   template <layer_time_sink S>
   void observe(S& sink, time_basis basis = time_basis::self) const {
@@ -541,9 +578,10 @@ class basic_layer_profiler {
   }
 
   [[noreturn]] void fail(std::string_view what, layer_id id, pass p, std::string_view why) const {
-    const std::string name = id < names_.size() ? std::string(names_[id]) : "#" + std::to_string(id);
-    throw error("layer_profiler::" + std::string(what) + "('" + name + "', " + std::string(pass_name(p)) + "): " +
-                std::string(why));
+    const std::string name =
+        id < names_.size() ? std::string(names_[id]) : "#" + std::to_string(id);
+    throw error("layer_profiler::" + std::string(what) + "('" + name + "', " +
+                std::string(pass_name(p)) + "): " + std::string(why));
   }
 
   detail::layer_names names_;

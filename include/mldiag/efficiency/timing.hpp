@@ -25,12 +25,18 @@ inline constexpr std::size_t phase_count = 6;
 /// "data_wait", "forward", ... (the names used in messages and reports).
 [[nodiscard]] constexpr std::string_view phase_name(phase p) noexcept {
   switch (p) {
-    case phase::data_wait: return "data_wait";
-    case phase::forward: return "forward";
-    case phase::backward: return "backward";
-    case phase::optimizer: return "optimizer";
-    case phase::communication: return "communication";
-    case phase::other: return "other";
+    case phase::data_wait:
+      return "data_wait";
+    case phase::forward:
+      return "forward";
+    case phase::backward:
+      return "backward";
+    case phase::optimizer:
+      return "optimizer";
+    case phase::communication:
+      return "communication";
+    case phase::other:
+      return "other";
   }
   return "unknown phase";
 }
@@ -42,7 +48,8 @@ concept monotonic_clock = requires {
   typename C::duration;
   typename C::time_point;
   { C::now() } -> std::same_as<typename C::time_point>;
-} && C::is_steady;
+}
+&&C::is_steady;
 
 /// One step split by phase, in seconds. Every instant of the step belongs to exactly one
 /// phase, so the phases add up to `total` (up to the rounding of the conversion to seconds).
@@ -51,7 +58,9 @@ struct phase_times {
   std::uint8_t entered = 0;                   ///< bit i set: phase i was marked in the step
   double total = 0.0;                         ///< begin_step() to end_step()
 
-  [[nodiscard]] double operator[](phase p) const noexcept { return seconds[static_cast<std::size_t>(p)]; }
+  [[nodiscard]] double operator[](phase p) const noexcept {
+    return seconds[static_cast<std::size_t>(p)];
+  }
   [[nodiscard]] bool was_entered(phase p) const noexcept {
     return ((entered >> static_cast<unsigned>(p)) & 1U) != 0U;
   }
@@ -123,7 +132,8 @@ class basic_step_timer {
 
    private:
     friend class basic_step_timer;
-    phase_scope(basic_step_timer* timer, phase previous, std::uint32_t depth, std::uint64_t generation) noexcept
+    phase_scope(basic_step_timer* timer, phase previous, std::uint32_t depth,
+                std::uint64_t generation) noexcept
         : timer_(timer), generation_(generation), depth_(depth), previous_(previous) {}
     basic_step_timer* timer_;
     std::uint64_t generation_;
@@ -134,7 +144,8 @@ class basic_step_timer {
   /// Opens a step, in `phase::other`.
   void begin_step() {
     if (open_) {
-      throw error("step_timer::begin_step: a step is already open (in phase '" + std::string(phase_name(current_)) +
+      throw error("step_timer::begin_step: a step is already open (in phase '" +
+                  std::string(phase_name(current_)) +
                   "'); call end_step() (or abandon_step()) first");
     }
     ticks_.fill(duration::zero());
@@ -176,17 +187,21 @@ class basic_step_timer {
     if (!open_) throw error("step_timer::end_step: no step is open; call begin_step() first");
     if (scopes_out_of_order_) {
       open_ = false;
-      throw error("step_timer::end_step: phase scopes ended out of order (a guard outlived a guard "
-                  "made after it); keep scope guards on the stack. The step was discarded");
+      throw error(
+          "step_timer::end_step: phase scopes ended out of order (a guard outlived a guard "
+          "made after it); keep scope guards on the stack. The step was discarded");
     }
     if (depth_ != 0) {
-      throw error("step_timer::end_step: " + std::to_string(depth_) + " phase scope(s) still open (current phase '" +
-                  std::string(phase_name(current_)) + "'); let every scope guard end before end_step()");
+      throw error("step_timer::end_step: " + std::to_string(depth_) +
+                  " phase scope(s) still open (current phase '" +
+                  std::string(phase_name(current_)) +
+                  "'); let every scope guard end before end_step()");
     }
     switch_to(current_, now);
     open_ = false;
     last_times_.entered = entered_;
-    for (std::size_t i = 0; i < phase_count; ++i) last_times_.seconds[i] = seconds(ticks_[i]);
+    for (std::size_t i = 0; i < phase_count; ++i)
+      last_times_.seconds[i] = seconds(ticks_[i]);
     last_times_.total = seconds(now - start_);
     return last_times_.to_step_timings();
   }

@@ -90,9 +90,10 @@ class event_timer {
   // mldiag:sync-allowed begin (the constructor creates every event the timer will use)
   explicit event_timer(config c) : config_(c) {
     if (c.max_events_per_step < 2 || c.steps_in_flight < 2) {
-      throw error("cuda::event_timer: max_events_per_step must be >= 2 and steps_in_flight >= 2 (one step "
-                  "recorded while the previous one is read); got " +
-                  std::to_string(c.max_events_per_step) + " and " + std::to_string(c.steps_in_flight));
+      throw error(
+          "cuda::event_timer: max_events_per_step must be >= 2 and steps_in_flight >= 2 (one step "
+          "recorded while the previous one is read); got " +
+          std::to_string(c.max_events_per_step) + " and " + std::to_string(c.steps_in_flight));
     }
     slots_.resize(c.steps_in_flight);
     events_.all.reserve(static_cast<std::size_t>(c.max_events_per_step) * c.steps_in_flight);
@@ -100,7 +101,8 @@ class event_timer {
       s.first_event = events_.all.size();
       for (std::uint32_t i = 0; i < c.max_events_per_step; ++i) {
         cudaEvent_t e = nullptr;
-        check(cudaEventCreateWithFlags(&e, cudaEventDefault), "cuda::event_timer: creating the timing events");
+        check(cudaEventCreateWithFlags(&e, cudaEventDefault),
+              "cuda::event_timer: creating the timing events");
         events_.all.push_back(e);
       }
       s.phase_marks.reserve(c.max_events_per_step);
@@ -160,18 +162,22 @@ class event_timer {
   void begin(std::uint32_t id, efficiency::pass p, cudaStream_t stream) {
     slot& s = open_slot("begin");
     if (id >= names_.size()) {
-      throw error("cuda::event_timer::begin: layer id " + std::to_string(id) + " was not made by intern()");
+      throw error("cuda::event_timer::begin: layer id " + std::to_string(id) +
+                  " was not made by intern()");
     }
     const std::uint32_t e = record(s, stream, "begin");
     const bool outermost = open_count_[id]++ == 0;
-    s.spans.push_back({id, e, e, open_stack_.empty() ? -1 : static_cast<std::int32_t>(open_stack_.back()), p, outermost});
+    s.spans.push_back({id, e, e,
+                       open_stack_.empty() ? -1 : static_cast<std::int32_t>(open_stack_.back()), p,
+                       outermost});
     open_stack_.push_back(static_cast<std::uint32_t>(s.spans.size() - 1));
   }
 
   /// Ends the innermost open layer (an event on `stream`).
   void end(cudaStream_t stream) {
     slot& s = open_slot("end");
-    if (open_stack_.empty()) throw error("cuda::event_timer::end: no layer is open; every end() needs a begin()");
+    if (open_stack_.empty())
+      throw error("cuda::event_timer::end: no layer is open; every end() needs a begin()");
     auto& span = s.spans[open_stack_.back()];
     span.end_event = record(s, stream, "end");
     --open_count_[span.id];
@@ -184,7 +190,8 @@ class event_timer {
     slot& s = open_slot("end_step");
     if (!open_stack_.empty()) {
       throw error("cuda::event_timer::end_step: " + std::to_string(open_stack_.size()) +
-                  " layer(s) still open (innermost '" + std::string(names_[s.spans[open_stack_.back()].id]) +
+                  " layer(s) still open (innermost '" +
+                  std::string(names_[s.spans[open_stack_.back()].id]) +
                   "'); end every layer before end_step()");
     }
     s.last_event = record(s, stream, "end_step");
@@ -211,27 +218,32 @@ class event_timer {
     efficiency::phase_times t;
     for (std::size_t i = 0; i < s.phase_marks.size(); ++i) {
       const auto& m = s.phase_marks[i];
-      const std::uint32_t to = i + 1 < s.phase_marks.size() ? s.phase_marks[i + 1].event : s.last_event;
+      const std::uint32_t to =
+          i + 1 < s.phase_marks.size() ? s.phase_marks[i + 1].event : s.last_event;
       double seconds = 0.0;
       if (!elapsed(s, m.event, to, seconds)) return readback_status::not_ready;
       t.seconds[static_cast<std::size_t>(m.p)] += seconds;
-      if (i > 0) t.entered = static_cast<std::uint8_t>(t.entered | (1U << static_cast<unsigned>(m.p)));
+      if (i > 0)
+        t.entered = static_cast<std::uint8_t>(t.entered | (1U << static_cast<unsigned>(m.p)));
     }
     if (!elapsed(s, 0, s.last_event, t.total)) return readback_status::not_ready;
 
     // Layers: totals first (an interval on another stream may still be running: then the whole
     // step waits for a later call), then self = total - the totals of the spans directly inside.
     for (std::size_t i = 0; i < s.spans.size(); ++i) {
-      if (!elapsed(s, s.spans[i].begin_event, s.spans[i].end_event, span_totals_[i])) return readback_status::not_ready;
+      if (!elapsed(s, s.spans[i].begin_event, s.spans[i].end_event, span_totals_[i]))
+        return readback_status::not_ready;
       span_children_[i] = 0.0;
     }
     for (std::size_t i = 0; i < s.spans.size(); ++i) {
-      if (s.spans[i].parent >= 0) span_children_[static_cast<std::size_t>(s.spans[i].parent)] += span_totals_[i];
+      if (s.spans[i].parent >= 0)
+        span_children_[static_cast<std::size_t>(s.spans[i].parent)] += span_totals_[i];
     }
     sums_.reset();
     for (std::size_t i = 0; i < s.spans.size(); ++i) {
       const auto& sp = s.spans[i];
-      sums_.add(sp.id, sp.p, span_totals_[i] - span_children_[i], sp.outermost ? span_totals_[i] : 0.0);
+      sums_.add(sp.id, sp.p, span_totals_[i] - span_children_[i],
+                sp.outermost ? span_totals_[i] : 0.0);
     }
     sums_.finish(names_, layers_, [](double x) { return x; });
     phases_ = t;
@@ -245,7 +257,8 @@ class event_timer {
   /// (ready, until none_pending). The only call that blocks the host: not for the step path.
   void finish() {
     for (auto& s : slots_) {
-      if (s.pending) check(cudaEventSynchronize(event(s, s.last_event)), "cuda::event_timer::finish");
+      if (s.pending)
+        check(cudaEventSynchronize(event(s, s.last_event)), "cuda::event_timer::finish");
     }
   }
   // mldiag:sync-allowed end
@@ -257,7 +270,9 @@ class event_timer {
   /// Layer times of the last ready readback, in order of first begin; the same form as the
   /// host profiler's, so `efficiency::rollup_by_substructure`, `dominant_layer` and
   /// `observe_layer_times` apply.
-  [[nodiscard]] std::span<const efficiency::layer_result> layers() const noexcept { return layers_; }
+  [[nodiscard]] std::span<const efficiency::layer_result> layers() const noexcept {
+    return layers_;
+  }
   /// Steps dropped because their slot was needed before they were read.
   [[nodiscard]] std::uint64_t dropped_steps() const noexcept { return dropped_; }
   [[nodiscard]] bool step_open() const noexcept { return recording_ != nullptr; }
@@ -281,7 +296,7 @@ class event_timer {
     std::uint32_t used = 0;
     std::uint32_t last_event = 0;
     std::int64_t step = -1;
-    bool pending = false;  // ended, not read yet
+    bool pending = false;                 // ended, not read yet
     std::vector<phase_mark> phase_marks;  // capacity reserved in the constructor
     std::vector<span> spans;              // capacity reserved in the constructor
   };
@@ -292,15 +307,19 @@ class event_timer {
     owned_events(const owned_events&) = delete;
     owned_events& operator=(const owned_events&) = delete;
     ~owned_events() {
-      for (cudaEvent_t e : all) (void)cudaEventDestroy(e);
+      for (cudaEvent_t e : all)
+        (void)cudaEventDestroy(e);
     }
   };
 
-  cudaEvent_t event(const slot& s, std::uint32_t i) const noexcept { return events_.all[s.first_event + i]; }
+  cudaEvent_t event(const slot& s, std::uint32_t i) const noexcept {
+    return events_.all[s.first_event + i];
+  }
 
   slot& open_slot(std::string_view what) {
     if (recording_ == nullptr) [[unlikely]] {
-      throw error("cuda::event_timer::" + std::string(what) + ": no step is open; call begin_step(stream) first");
+      throw error("cuda::event_timer::" + std::string(what) +
+                  ": no step is open; call begin_step(stream) first");
     }
     return *recording_;
   }
@@ -312,14 +331,17 @@ class event_timer {
     if (s.used >= limit) [[unlikely]] {
       recording_ = nullptr;
       open_stack_.clear();
-      for (auto& c : open_count_) c = 0;
-      throw error("cuda::event_timer::" + std::string(what) + ": more than " +
-                  std::to_string(config_.max_events_per_step) +
-                  " events in one step (2 per step, 1 per mark, 2 per layer); construct the timer with a "
-                  "larger config::max_events_per_step. The step was discarded");
+      for (auto& c : open_count_)
+        c = 0;
+      throw error(
+          "cuda::event_timer::" + std::string(what) + ": more than " +
+          std::to_string(config_.max_events_per_step) +
+          " events in one step (2 per step, 1 per mark, 2 per layer); construct the timer with a "
+          "larger config::max_events_per_step. The step was discarded");
     }
     const std::uint32_t i = s.used++;
-    check(cudaEventRecord(event(s, i), stream), "cuda::event_timer::" + std::string(what) + ": cudaEventRecord");
+    check(cudaEventRecord(event(s, i), stream),
+          "cuda::event_timer::" + std::string(what) + ": cudaEventRecord");
     return i;
   }
 
@@ -343,10 +365,10 @@ class event_timer {
   slot* recording_ = nullptr;
   efficiency::detail::layer_names names_;
   efficiency::detail::layer_sums<double> sums_;
-  std::vector<std::uint32_t> open_count_;   // by layer id: intervals open now
-  std::vector<std::uint32_t> open_stack_;   // spans of the open step, innermost last
-  std::vector<double> span_totals_;         // scratch for the readback, by span
-  std::vector<double> span_children_;       // scratch for the readback, by span
+  std::vector<std::uint32_t> open_count_;  // by layer id: intervals open now
+  std::vector<std::uint32_t> open_stack_;  // spans of the open step, innermost last
+  std::vector<double> span_totals_;        // scratch for the readback, by span
+  std::vector<double> span_children_;      // scratch for the readback, by span
   efficiency::phase_times phases_;
   std::vector<efficiency::layer_result> layers_;
 };
