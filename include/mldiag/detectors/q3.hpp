@@ -164,7 +164,7 @@ class onset {
 /// **Example**
 /// ```cpp
 /// mldiag::detectors::low_mfu d;          // or make_detector("low_mfu", {{"low", 0.25}})
-/// mon.observe_mfu(mfu.of_step(seconds)); // efficiency/mfu.hpp
+/// mon.observe_mfu(model_flops_utilization(flops_per_step, seconds, peak).mfu);  // efficiency/mfu.hpp
 /// ```
 class low_mfu {
  public:
