@@ -178,7 +178,7 @@ TEST_CASE("event_timer: nested layers give self and total time on the GPU") {
   CHECK(d->name == "blocks.0.attn");
 }
 
-TEST_CASE("event_timer: an unread slot is dropped, never waited for; misuse is an error") {
+TEST_CASE("event_timer: an unread slot is dropped, never waited for, and misuse is an error") {
   test_stream st;
   event_timer gpu;  // two slots
   for (int i = 0; i < 3; ++i) {

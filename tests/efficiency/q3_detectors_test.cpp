@@ -60,7 +60,7 @@ mldiag::memory_evidence memory(double allocated, double reserved, double capacit
 
 }  // namespace
 
-TEST_CASE("low_mfu: below 20% a warning, 20-40% info, above quiet; TCA when MFU is absent") {
+TEST_CASE("low_mfu: below 20% a warning, 20-40% info, above quiet, and TCA when MFU is absent") {
   det::low_mfu healthy;
   CHECK(run(healthy, 300, [](int, auto& r, auto& rng) {
           r.record_mfu(std::min(1.0, gauss(rng, 0.48, 0.05)));
@@ -205,7 +205,7 @@ TEST_CASE("memory_fragmentation: a third of the pool unusable, or splinters, nea
         }).empty());
 }
 
-TEST_CASE("memory_growth: a linear leak under noise fires; noise, spikes and a staircase do not") {
+TEST_CASE("memory_growth: a linear leak under noise fires but noise, spikes and a staircase do not") {
   det::memory_growth d;
   const auto f = run(d, 600, [](int step, auto& r, auto& rng) {
     const double reserved =
@@ -243,7 +243,7 @@ TEST_CASE("memory_growth: a linear leak under noise fires; noise, spikes and a s
                        doctest::Contains("window >= 2 x segments"), mldiag::error);
 }
 
-TEST_CASE("step_time_outliers: intermittent slow steps are info; jitter is not") {
+TEST_CASE("step_time_outliers: intermittent slow steps are info and jitter is not") {
   const auto total = [](double s) {
     mldiag::step_timings t;
     t.total = s;
