@@ -2,6 +2,8 @@
 /// The `--json` documents of the mldiag tool: a small streaming writer of strict JSON.
 #pragma once
 
+#include "mldiag/report/json.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -88,20 +90,7 @@ class json_out {
     if (!first_.back()) out_ += ',';
     first_.back() = false;
   }
-  void string(std::string_view s) {
-    out_ += '"';
-    for (const char c : s) {
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        fmt::format_to(std::back_inserter(out_), "\\u{:04x}", static_cast<unsigned>(c));
-      } else {
-        out_ += c;
-      }
-    }
-    out_ += '"';
-  }
+  void string(std::string_view s) { report::json::append_quoted(out_, s); }
 
   std::string out_;
   std::vector<bool> first_;

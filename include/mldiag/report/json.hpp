@@ -247,6 +247,31 @@ class parser {
 
 }  // namespace detail
 
+/// Appends `s` to `out` as a JSON string: quoted, with `"`, `\\` and control characters
+/// escaped (the writers of mldiag's JSON Lines and of the tool's `--json` documents share it).
+inline void append_quoted(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += "\\u00";
+          out += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+          out += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
 /// Parses one JSON document. `what` names the input in the error (a file name and line, say):
 /// on bad input this throws mldiag::error "mldiag: <what>: invalid JSON at line L, column C: ...".
 ///

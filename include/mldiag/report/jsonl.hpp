@@ -39,22 +39,6 @@ inline void append_number(std::string& out, double v) {
   else fmt::format_to(std::back_inserter(out), "{}", v);  // shortest round-trip form
 }
 
-inline void append_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
-        else out += c;
-    }
-  }
-  out += '"';
-}
 
 /// The phase a diagnosis log line was written in, from its "phase N" prefix (escalation lines
 /// belong to phase 3).
@@ -86,7 +70,7 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   fmt::format_to(std::back_inserter(out), "{{\"step\":{}", s.step);
   auto field = [&](std::string_view key, double v) {
     out += ',';
-    detail::append_string(out, key);
+    json::append_quoted(out, key);
     out += ':';
     detail::append_number(out, v);
   };
@@ -143,13 +127,13 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
 inline void append_finding_line(std::string& out, std::int64_t step, const finding& f) {
   fmt::format_to(std::back_inserter(out), "{{\"step\":{},\"finding\":{{\"question\":{},\"symptom\":", step,
                  static_cast<int>(f.question));
-  detail::append_string(out, f.symptom);
+  json::append_quoted(out, f.symptom);
   out += ",\"severity\":";
-  detail::append_string(out, name(f.severity));
+  json::append_quoted(out, name(f.severity));
   fmt::format_to(std::back_inserter(out), ",\"first_step\":{},\"last_step\":{},\"location\":[", f.first_step, f.last_step);
   for (std::size_t i = 0; i < f.where.size(); ++i) {
     out += i ? ",{\"name\":" : "{\"name\":";
-    detail::append_string(out, f.where[i].first);
+    json::append_quoted(out, f.where[i].first);
     out += ",\"score\":";
     detail::append_number(out, f.where[i].second);
     out += '}';
@@ -157,12 +141,12 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
   out += "],\"evidence\":{";
   for (std::size_t i = 0; i < f.evidence.size(); ++i) {
     if (i) out += ',';
-    detail::append_string(out, f.evidence[i].first);
+    json::append_quoted(out, f.evidence[i].first);
     out += ':';
     detail::append_number(out, f.evidence[i].second);
   }
   out += "},\"detector\":";
-  detail::append_string(out, f.detector);
+  json::append_quoted(out, f.detector);
   out += "}}";
 }
 
@@ -190,7 +174,7 @@ class jsonl_sink {
     line_.reserve(4096);
     line_ = fmt::format("{{\"mldiag\":{{\"schema\":{},\"version\":\"{}.{}.{}\",\"title\":", jsonl_schema, MLDIAG_VERSION_MAJOR,
                         MLDIAG_VERSION_MINOR, MLDIAG_VERSION_PATCH);
-    detail::append_string(line_, title);
+    json::append_quoted(line_, title);
     line_ += "}}";
     write();
   }
@@ -215,7 +199,7 @@ class jsonl_sink {
   /// One line of a diagnosis log (its phase is read from its "phase N" prefix).
   void diagnosis(std::string_view text) {
     line_ = fmt::format("{{\"diagnosis\":{{\"phase\":{},\"text\":", detail::phase_of(text));
-    detail::append_string(line_, text);
+    json::append_quoted(line_, text);
     line_ += "}}";
     write();
   }
