@@ -492,6 +492,12 @@ TEST_CASE("tensorboard: one file from memory - damaged files name the byte offse
   e = error_of([&] { return parse_log(bytes.substr(0, offsets.back() + 5), "events.out.tfevents.x"); });
   CHECK(e.find("byte " + last + ": truncated record (5 bytes") != std::string::npos);
 
+  // A record header alone (12 to 15 bytes, length CRC good): too short for the data CRC.
+  // Found by fuzz_logs; the reproducer is fuzz/corpus/logs/h-short-record.tfevents.
+  for (std::size_t extra = 0; extra < 4; ++extra) {
+    e = error_of([&] { return parse_log(bytes.substr(0, 12 + extra), "events.out.tfevents.x"); });
+    CHECK_MESSAGE(e.find("byte 0: truncated record (it says") != std::string::npos, e);
+  }
   std::string flipped = bytes;
   flipped[offsets[1] + 20] = static_cast<char>(flipped[offsets[1] + 20] ^ 0x10);
   e = error_of([&] { return parse_log(flipped, "events.out.tfevents.x"); });

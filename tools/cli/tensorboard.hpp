@@ -261,7 +261,7 @@ inline void decode_event(std::string_view event, const place& where, std::vector
     const std::uint64_t length = detail::load_le(bytes.substr(off, 8));
     if (detail::load_le(bytes.substr(off + 8, 4)) != detail::masked_crc32c(bytes.substr(off, 8)))
       where.fail("bad CRC of the record length");
-    if (length > left - 16)
+    if (left < 16 || length > left - 16)
       where.fail("truncated record (it says " + std::to_string(length) + " bytes, the file has " +
                  std::to_string(left < 16 ? 0 : left - 16) + " left)");
     const auto n = static_cast<std::size_t>(length);
