@@ -180,6 +180,9 @@ class monitor {
 
   /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
   void add_sink(std::function<void(const finding&)> sink) { sinks_.push_back(std::move(sink)); }
+  /// Runs `hook` on each step's snapshot before the detectors (see recorder::set_step_hook);
+  /// distributed::snapshot_merger::attach uses it to merge across ranks.
+  void set_step_hook(std::function<void(snapshot&, name_table&)> hook) { recorder_.set_step_hook(std::move(hook)); }
 
   /// Diagnoses opened by findings and not yet taken, in phase 1.
   [[nodiscard]] std::size_t open_diagnoses() const noexcept { return diagnoses_.size(); }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>  // std::function (the step hook)
 #include <limits>
 #include <span>
 #include <string>
@@ -211,10 +212,16 @@ class recorder {
   /// next begin_step.
   const snapshot& end_step() {
     require_open("end_step");
+    if (hook_) hook_(current_, names_);
     open_ = false;
     history_.push(current_);
     return current_;
   }
+
+  /// Runs `hook` on each finished snapshot before it joins the history (and before the
+  /// monitor's detectors see it); the distributed merge uses it (distributed/mpi.hpp). The
+  /// hook may add names. An empty function removes it.
+  void set_step_hook(std::function<void(snapshot&, name_table&)> hook) { hook_ = std::move(hook); }
 
   [[nodiscard]] const mldiag::history& past() const noexcept { return history_; }
   [[nodiscard]] const name_table& names() const noexcept { return names_; }
@@ -238,6 +245,7 @@ class recorder {
 
   name_table names_;
   history history_;
+  std::function<void(snapshot&, name_table&)> hook_;
   snapshot current_;
   bool open_ = false;
 };

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+// The MPI merge, run by CTest under `mpirun -np 2` and `-np 4`: every rank runs every test
+// case (collectives must match, so no REQUIRE inside collective code: a throw on one rank
+// would leave the others waiting). References are computed in one process over the unsharded
+// data, on every rank: compute_stats of the whole tensor (counts and extrema bitwise, moments
+// to 1e-12 relative) and a left fold of the per-rank partials (bitwise, for merge_order::sequential).
+#include "mldiag/distributed/mpi.hpp"
+#include "mldiag/distributed/sharding.hpp"
+#include "mldiag/monitor.hpp"
+#include "mldiag/stats/compute.hpp"
+#include "mldiag/core/strided_view.hpp"
+#include "mldiag/stats/entropy.hpp"
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace md = mldiag::distributed;
+using mldiag::tensor_stats;
+
+namespace {
+
+md::mpi_context& mpi() {
+  static md::mpi_context ctx(MPI_COMM_WORLD);
+  return ctx;
+}
+
+// Same data on every rank (same seed): normal values around `mean` with NaN, +-Inf, zeros and
+// denormals planted.
+std::vector<float> make_data(std::size_t n, std::uint64_t seed, double mean = 0.0, double sd = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(mean, sd);
+  std::vector<float> x(n);
+  for (auto& v : x) v = static_cast<float>(normal(rng));
+  const float planted[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 0.0f, -0.0f,
+                           std::numeric_limits<float>::denorm_min(), 3e30f, -2e-30f};
+  for (std::size_t k = 0; n > 0 && k < 24; ++k) x[std::uniform_int_distribution<std::size_t>(0, n - 1)(rng)] = planted[k % 8];
+  return x;
+}
+
+bool close(double got, double want, double rel = 1e-12) {
+  if (got == want) return true;
+  return std::fabs(got - want) <= rel * std::fabs(want);
+}
+
+// Counts and extrema bitwise, moments to 1e-12 relative.
+void check_equal_to_whole(const tensor_stats& got, const tensor_stats& whole) {
+  CHECK(got.count == whole.count);
+  CHECK(got.nan == whole.nan);
+  CHECK(got.pos_inf == whole.pos_inf);
+  CHECK(got.neg_inf == whole.neg_inf);
+  CHECK(got.zeros == whole.zeros);
+  CHECK(std::memcmp(&got.min, &whole.min, sizeof(double)) == 0);
+  CHECK(std::memcmp(&got.max, &whole.max, sizeof(double)) == 0);
+  CHECK(std::memcmp(&got.max_abs, &whole.max_abs, sizeof(double)) == 0);
+  CHECK_MESSAGE(close(got.mean(), whole.mean()), got.mean() << " vs " << whole.mean());
+  CHECK_MESSAGE(close(got.stddev(), whole.stddev()), got.stddev() << " vs " << whole.stddev());
+  CHECK_MESSAGE(close(got.l2_norm(), whole.l2_norm()), got.l2_norm() << " vs " << whole.l2_norm());
+}
+
+bool same_bits(const tensor_stats& a, const tensor_stats& b) { return md::detail::same_bits(a, b); }
+
+// Every rank's copy of `s`, gathered: a result must be identical on all ranks.
+bool identical_on_all_ranks(const tensor_stats& s) {
+  std::vector<tensor_stats> all(static_cast<std::size_t>(mpi().size()));
+  MPI_Allgather(&s, sizeof s, MPI_BYTE, all.data(), sizeof s, MPI_BYTE, MPI_COMM_WORLD);
+  return std::all_of(all.begin(), all.end(), [&](const tensor_stats& x) { return same_bits(x, all[0]); });
+}
+
+// Statistics of rows [begin, end) of a [rows, cols] row-major matrix.
+tensor_stats rows_of(const std::vector<float>& m, std::int64_t cols, md::index_range r) {
+  return mldiag::compute_stats(std::span<const float>(m.data() + r.begin * cols, static_cast<std::size_t>(r.size() * cols)));
+}
+// Statistics of columns [begin, end): a strided view, as a rank of a column-parallel layer
+// would hold them.
+tensor_stats cols_of(const std::vector<float>& m, std::int64_t rows, std::int64_t cols, md::index_range c) {
+  if (c.size() == 0) return {};
+  mldiag::strided_view<float> v(m.data() + c.begin, {rows, c.size()}, {cols, 1},
+                                static_cast<std::int64_t>(m.size()) - c.begin);
+  return mldiag::compute_stats(v);
+}
+
+}  // namespace
+
+TEST_CASE("a tensor sharded by rows merges into the unsharded statistics") {
+  const int world = mpi().size(), me = mpi().rank();
+  for (const std::int64_t rows : {1, 3, 257, 4099}) {
+    const std::int64_t cols = 37;
+    const auto m = make_data(static_cast<std::size_t>(rows * cols), 11 + static_cast<std::uint64_t>(rows), 2.0, 0.5);
+    const tensor_stats whole = mldiag::compute_stats(std::span<const float>(m));
+    const tensor_stats mine = rows_of(m, cols, md::even_split(rows, me, world));
+
+    const tensor_stats tree = mpi().allreduce(mine);
+    check_equal_to_whole(tree, whole);
+    CHECK(identical_on_all_ranks(tree));
+
+    // Sequential order: bitwise the left fold of the partials, computed here in one process.
+    tensor_stats fold;
+    for (int r = 0; r < world; ++r) fold.merge(rows_of(m, cols, md::even_split(rows, r, world)));
+    const tensor_stats seq = mpi().allreduce(mine, md::merge_order::sequential);
+    CHECK(same_bits(seq, fold));
+    check_equal_to_whole(seq, whole);
+  }
+}
+
+TEST_CASE("a tensor sharded by columns merges into the unsharded statistics") {
+  const int world = mpi().size(), me = mpi().rank();
+  const std::int64_t rows = 513, cols = 4 * 24 + 3;  // columns do not divide evenly: uneven shards
+  const auto m = make_data(static_cast<std::size_t>(rows * cols), 7, -1.0, 3.0);
+  const tensor_stats whole = mldiag::compute_stats(std::span<const float>(m));
+  const tensor_stats tree = mpi().allreduce(cols_of(m, rows, cols, md::even_split(cols, me, world)));
+  check_equal_to_whole(tree, whole);
+  CHECK(identical_on_all_ranks(tree));
+}
+
+TEST_CASE("FSDP flat shards merge into each tensor's statistics and leave the padding out") {
+  const int world = mpi().size(), me = mpi().rank();
+  // A unit of tensors whose total (4 + 1000 + 1 + 37 + 4097 = 5139) is not a multiple of 2 or
+  // 4: the last rank's shard ends in padding.
+  const std::vector<std::int64_t> numels = {4, 1000, 1, 37, 4097};
+  std::vector<std::vector<float>> tensors;
+  std::vector<float> flat;
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    tensors.push_back(make_data(static_cast<std::size_t>(numels[i]), 100 + i, 0.01 * static_cast<double>(i), 1e-3));
+    flat.insert(flat.end(), tensors.back().begin(), tensors.back().end());
+  }
+  const std::int64_t shard = (static_cast<std::int64_t>(flat.size()) + world - 1) / world;
+  flat.resize(static_cast<std::size_t>(shard * world), 0.0f);  // FSDP's zero padding
+  const float* my_shard = flat.data() + shard * me;              // what this rank holds
+
+  std::vector<tensor_stats> partial(numels.size());
+  for (const auto& p : md::flat_shard_pieces(numels, me, world))
+    partial[p.tensor] = mldiag::compute_stats(std::span<const float>(my_shard + p.local_offset, static_cast<std::size_t>(p.length)));
+  mpi().allreduce(std::span<tensor_stats>(partial));  // one call for the whole unit
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    CAPTURE(i);
+    check_equal_to_whole(partial[i], mldiag::compute_stats(std::span<const float>(tensors[i])));
+  }
+}
+
+TEST_CASE("flat_shard_pieces covers each tensor exactly once and rejects bad input") {
+  const std::vector<std::int64_t> numels = {6, 3};
+  // Hand-derived: 9 elements padded to 10 over 2 ranks; rank 0 holds tensor 0's [0, 5),
+  // rank 1 holds tensor 0's [5, 6) at 0 and tensor 1's [0, 3) at 1; the last slot is padding.
+  CHECK(md::flat_shard_pieces(numels, 0, 2) == std::vector<md::shard_piece>{{0, 0, 5, 0}});
+  CHECK(md::flat_shard_pieces(numels, 1, 2) == std::vector<md::shard_piece>{{0, 5, 1, 0}, {1, 0, 3, 1}});
+  for (int world : {1, 2, 3, 4, 7, 16}) {
+    std::vector<std::int64_t> covered(numels.size(), 0);
+    for (int r = 0; r < world; ++r)
+      for (const auto& p : md::flat_shard_pieces(numels, r, world)) covered[p.tensor] += p.length;
+    CHECK(covered == numels);
+  }
+  CHECK_THROWS_WITH(md::flat_shard_pieces(numels, 2, 2), doctest::Contains("mldiag: flat_shard_pieces: rank 2 outside [0, 2)"));
+  CHECK_THROWS_WITH(md::flat_shard_pieces(numels, 0, 0), doctest::Contains("pass the number of ranks"));
+  CHECK(md::even_split(10, 0, 4).size() == 3);
+  CHECK(md::even_split(10, 3, 4).begin == 8);
+}
+
+TEST_CASE("attention entropy over rows split across ranks equals the single-process entropy") {
+  const int world = mpi().size(), me = mpi().rank();
+  const std::int64_t rows = 301, row_len = 64;
+  auto logits = make_data(static_cast<std::size_t>(rows * row_len), 5, 0.0, 4.0);
+  for (auto& v : logits)
+    if (!std::isfinite(v)) v = -std::numeric_limits<float>::infinity();  // masked entries
+  const auto whole = mldiag::entropy_from_logits(std::span<const float>(logits), row_len);
+  const auto r = md::even_split(rows, me, world);
+  const auto mine = mldiag::entropy_from_logits(
+      std::span<const float>(logits.data() + r.begin * row_len, static_cast<std::size_t>(r.size() * row_len)), row_len);
+  const auto got = mpi().allreduce(mine);
+  CHECK(got.rows == whole.rows);
+  CHECK(got.invalid_rows == whole.invalid_rows);
+  CHECK(got.min == whole.min);
+  CHECK(got.max == whole.max);
+  CHECK(got.normalized_min == whole.normalized_min);
+  CHECK(got.normalized_max == whole.normalized_max);
+  CHECK(close(got.mean(), whole.mean()));
+  CHECK(close(got.normalized_mean(), whole.normalized_mean()));
+}
+
+TEST_CASE("reduce to a root gives the merge there and leaves the other ranks alone") {
+  const int world = mpi().size(), me = mpi().rank();
+  const auto data = make_data(1000, 3);
+  const auto part = md::even_split(1000, me, world);
+  tensor_stats s = mldiag::compute_stats(std::span<const float>(data.data() + part.begin, static_cast<std::size_t>(part.size())));
+  const tensor_stats before = s;
+  const int root = world - 1;
+  mpi().reduce(std::span<tensor_stats>(&s, 1), root);
+  if (me == root) check_equal_to_whole(s, mldiag::compute_stats(std::span<const float>(data)));
+  else CHECK(same_bits(s, before));
+  CHECK_THROWS_WITH(mpi().reduce(std::span<tensor_stats>(&s, 1), world), doctest::Contains("is not a rank of this communicator"));
+}
+
+TEST_CASE("snapshot merge - FSDP gradients, mean loss and a layout that grows") {
+  const int world = mpi().size(), me = mpi().rank();
+  const std::vector<std::int64_t> numels = {300, 5, 77};
+  const std::string names[] = {"w0", "b0", "w1"};
+  std::vector<std::vector<float>> grads;
+  std::vector<float> flat;
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    grads.push_back(make_data(static_cast<std::size_t>(numels[i]), 40 + i, 0.0, 0.1));
+    flat.insert(flat.end(), grads.back().begin(), grads.back().end());
+  }
+  const std::int64_t shard = (static_cast<std::int64_t>(flat.size()) + world - 1) / world;
+  flat.resize(static_cast<std::size_t>(shard * world), 0.0f);
+
+  md::snapshot_merger merge(mpi(), md::merge_options::fully_sharded());
+  mldiag::monitor mon;
+  merge.attach(mon);
+  for (std::int64_t step = 0; step < 3; ++step) {
+    mon.begin_step(step);
+    mon.observe_loss(1.0 + me);  // mean over ranks: 1 + (world - 1) / 2
+    mon.observe_lr(1e-3);
+    for (const auto& p : md::flat_shard_pieces(numels, me, world))
+      mon.observe(mldiag::role::gradient, names[p.tensor],
+                  mldiag::compute_stats(std::span<const float>(flat.data() + shard * me + p.local_offset, static_cast<std::size_t>(p.length))));
+    // A name only one rank has, from step 1 on (a pipeline stage's own layer).
+    if (step >= 1 && me == world - 1) mon.observe(mldiag::role::activation, "only_last", mldiag::compute_stats(std::span<const float>(grads[1])));
+    (void)mon.end_step();
+    const auto& s = mon.evidence().current();
+    const auto& n = mon.evidence().names();
+    CHECK(s.has_loss);
+    CHECK(s.loss == doctest::Approx(1.0 + 0.5 * (world - 1)).epsilon(1e-15));
+    CHECK(s.lr == 1e-3);
+    CHECK(merge.last_report().scalar_mismatches.empty());
+    CHECK(s.gradients.size() == numels.size());
+    for (const auto& g : s.gradients) {
+      const auto i = static_cast<std::size_t>(std::find(std::begin(names), std::end(names), n[g.id]) - std::begin(names));
+      CHECK(i < numels.size());
+      if (i < numels.size()) check_equal_to_whole(g.stats, mldiag::compute_stats(std::span<const float>(grads[i])));
+    }
+    CHECK(s.activations.size() == (step >= 1 ? 1U : 0U));  // on every rank, not just the last
+    CHECK(merge.last_report().renegotiated == (step <= 1));
+  }
+  CHECK(merge.bytes_per_step() == (mldiag::distributed::snapshot_layout::header_cells + numels.size() + 1) * sizeof(md::cell) + sizeof(double));
+}
+
+TEST_CASE("snapshot merge - data-parallel replicas that drift apart are reported") {
+  const int me = mpi().rank(), world = mpi().size();
+  md::snapshot_merger merge(mpi(), md::merge_options::data_parallel());
+  mldiag::monitor mon;
+  merge.attach(mon);
+  const auto w = make_data(64, 9);
+  for (std::int64_t step = 0; step < 2; ++step) {
+    mon.begin_step(step);
+    tensor_stats s = mldiag::compute_stats(std::span<const float>(w));
+    if (step == 1 && me == world - 1) s.max_abs = std::nextafter(s.max_abs, 1e300);  // one rank out of sync
+    mon.observe(mldiag::role::parameter, "w", s);
+    mon.observe_lr(me == 0 || step == 0 ? 0.1 : 0.2);
+    (void)mon.end_step();
+    const auto& r = merge.last_report();
+    if (step == 0) {
+      CHECK(r.replica_mismatches.empty());
+      CHECK(r.scalar_mismatches.empty());
+    } else {
+      CHECK(r.replica_mismatches.size() == 1);
+      if (!r.replica_mismatches.empty()) CHECK(r.replica_mismatches[0].second == "w");
+      CHECK(r.scalar_mismatches.size() == 1);
+    }
+    // The replica kept is rank 0's: its count is the tensor's, not world x the tensor's.
+    CHECK(mon.evidence().current().parameters.at(0).stats.count == 64);
+  }
+}
+
+TEST_CASE("snapshot merge - ranks at different steps get a clear error on every rank") {
+  const int me = mpi().rank();
+  md::snapshot_merger merge(mpi());
+  mldiag::recorder rec;
+  rec.set_step_hook([&](mldiag::snapshot& s, mldiag::name_table& n) { merge.merge(s, n); });
+  rec.begin_step(me == 0 ? 5 : 6);
+  CHECK_THROWS_WITH(rec.end_step(), doctest::Contains("mldiag: distributed merge: ranks are at different steps (5 to 6)"));
+}
+
+TEST_CASE("a straggler planted on one rank is found and named on every rank") {
+  const int me = mpi().rank(), world = mpi().size();
+  const int slow = world - 1;
+  md::snapshot_merger merge(mpi());
+  mldiag::monitor mon(mldiag::monitor_config{.history = 64, .classes = 0, .detectors = {"straggler"}});
+  merge.attach(mon);
+  std::vector<mldiag::finding> found;
+  mon.add_sink([&](const mldiag::finding& f) { found.push_back(f); });
+  for (std::int64_t step = 0; step < 30; ++step) {
+    mon.begin_step(step);
+    const auto t0 = std::chrono::steady_clock::now();
+    // The work: 4 ms on every rank, 12 ms on the straggler (a slower GPU, a hot node).
+    std::this_thread::sleep_for(std::chrono::milliseconds(me == slow ? 12 : 4));
+    mldiag::step_timings t;
+    t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    mon.observe_timings(t);
+    (void)mon.end_step();  // merges: every rank's time lands in rank_step_times
+  }
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].symptom == "straggler");
+  CHECK(found[0].where.at(0).first == "rank " + std::to_string(slow));
+  CHECK(mon.evidence().current().rank_step_times.size() == static_cast<std::size_t>(world));
+}
+
+TEST_CASE("findings of all ranks are deduplicated with the ranks they affect") {
+  const int me = mpi().rank(), world = mpi().size();
+  std::vector<mldiag::finding> local;
+  // Every rank: the same straggler (as every rank's detector reports it after a merge).
+  auto f = mldiag::detectors::make_finding(mldiag::question::efficiency, "straggler", mldiag::severity::warning, 20 + me, "straggler",
+                                {{"ratio_to_median_rank", 1.5 + me}});
+  f.where.emplace_back("rank 1", 1.5);
+  local.push_back(f);
+  // Odd ranks only: exploding gradients in one layer, critical on rank 1.
+  if (me % 2 == 1) {
+    auto g = mldiag::detectors::make_finding(mldiag::question::convergence, "exploding gradients",
+                                  me == 1 ? mldiag::severity::critical : mldiag::severity::warning, 7, "exploding_gradients",
+                                  {{"grad_norm", 100.0 * me}});
+    g.where.emplace_back("layer3.w", 10.0 * me);
+    local.push_back(g);
+  }
+  for (const int root : {0, -1}) {
+    const auto merged = mpi().gather_findings(local, root);
+    if (root == 0 && me != 0) {
+      CHECK(merged.empty());
+      continue;
+    }
+    // No REQUIRE here: a rank leaving the test case early would miss the next collective.
+    CHECK(merged.size() == 2);
+    if (merged.size() != 2) continue;
+    CHECK(merged[0].finding.symptom == "straggler");
+    std::vector<int> all(static_cast<std::size_t>(world));
+    for (int r = 0; r < world; ++r) all[static_cast<std::size_t>(r)] = r;
+    CHECK(merged[0].ranks == all);
+    CHECK(merged[0].finding.first_step == 20);
+    CHECK(merged[0].finding.last_step == 20 + world - 1);
+    CHECK(merged[0].finding.evidence.at(0).second == 1.5);  // rank 0's: all are warnings
+    CHECK(merged[1].finding.symptom == "exploding gradients");
+    CHECK(merged[1].finding.severity == mldiag::severity::critical);
+    CHECK(merged[1].finding.evidence.at(0).second == 100.0);  // rank 1's, the critical one
+    const int last_odd = world % 2 == 0 ? world - 1 : world - 2;
+    CHECK(merged[1].finding.where.at(0).second == 10.0 * last_odd);  // the largest score
+    std::vector<int> odd;
+    for (int r = 1; r < world; r += 2) odd.push_back(r);
+    CHECK(merged[1].ranks == odd);
+  }
+}
+
+TEST_CASE("findings survive their byte form and a damaged buffer is an error") {
+  std::vector<mldiag::finding> fs(1);
+  fs[0].symptom = "loss spike";
+  fs[0].detector = "loss_spike";
+  fs[0].first_step = 3;
+  fs[0].last_step = 9;
+  fs[0].evidence = {{"z", std::numeric_limits<double>::quiet_NaN()}, {"ratio", 2.5}};
+  std::vector<char> bytes;
+  md::write_findings(fs, bytes);
+  const auto back = md::read_findings(bytes);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].symptom == "loss spike");
+  CHECK(std::isnan(back[0].evidence[0].second));
+  CHECK(back[0].evidence[1] == std::pair<std::string, double>{"ratio", 2.5});
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    CHECK_THROWS_WITH(md::read_findings(std::span<const char>(bytes.data(), cut)), doctest::Contains("mldiag: read_findings"));
+}
