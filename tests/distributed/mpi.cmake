@@ -2,6 +2,8 @@
 # The MPI merge under mpirun: one executable, run with 2 and with 4 ranks. Open MPI refuses
 # root without --allow-run-as-root (CI runs as root) and more ranks than cores without
 # --oversubscribe (CI has 2 cores).
+# The snapshot merge's algebra and finding dedup need no MPI: distributed_merge runs everywhere.
+mldiag_add_doctest(distributed_merge SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/merge_test.cpp)
 if(TARGET mldiag::mpi AND MPIEXEC_EXECUTABLE)
   mldiag_add_program(mldiag_test_distributed_mpi
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/mpi_main.cpp ${CMAKE_CURRENT_SOURCE_DIR}/mpi_test.cpp
@@ -17,6 +19,12 @@ if(TARGET mldiag::mpi AND MPIEXEC_EXECUTABLE)
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${mldiag_mpiexec_flags}
                      $<TARGET_FILE:mldiag_test_distributed_mpi>)
     set_tests_properties(distributed.mpi.np${np} PROPERTIES LABELS distributed TIMEOUT 300)
+    if(MLDIAG_SANITIZE MATCHES "address")
+      # Open MPI 4.1 leaks in its dlopen'ed components at MPI_Finalize (LeakSanitizer cannot
+      # even name the frames once they are unloaded): leak checking is off for these ranks
+      # only. Our merge code is leak-checked by distributed_merge, which runs without MPI.
+      set_tests_properties(distributed.mpi.np${np} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+    endif()
   endforeach()
 elseif(MLDIAG_BUILD_TESTS)
   message(STATUS "mldiag: MPI tests off (no MPI or no mpiexec; apt-get install libopenmpi-dev openmpi-bin)")
