@@ -5,6 +5,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/distributed/merge.hpp"
+#include "mldiag/distributed/sharding.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 #include "mldiag/monitor.hpp"
 #include "mldiag/stats/entropy.hpp"
