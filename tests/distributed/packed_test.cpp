@@ -27,16 +27,23 @@ using shard_list = std::vector<std::vector<double>>;  // [rank][element]
 
 // The all-reduce, as NCCL does it: every rank ends with the elementwise op over all ranks.
 // `order` says in which order the ranks' buffers are combined (NCCL does not promise one).
-void all_reduce(std::vector<std::vector<double>>& per_rank, const std::function<double(double, double)>& op,
+void all_reduce(std::vector<std::vector<double>>& per_rank,
+                const std::function<double(double, double)>& op,
                 const std::vector<std::size_t>& order) {
   std::vector<double> total = per_rank[order[0]];
   for (std::size_t k = 1; k < order.size(); ++k)
-    for (std::size_t i = 0; i < total.size(); ++i) total[i] = op(total[i], per_rank[order[k]][i]);
-  for (auto& r : per_rank) r = total;
+    for (std::size_t i = 0; i < total.size(); ++i)
+      total[i] = op(total[i], per_rank[order[k]][i]);
+  for (auto& r : per_rank)
+    r = total;
 }
 
-double min_op(double a, double b) { return b < a ? b : a; }
-double sum_op(double a, double b) { return a + b; }
+double min_op(double a, double b) {
+  return b < a ? b : a;
+}
+double sum_op(double a, double b) {
+  return a + b;
+}
 
 // Runs the three rounds over `P` ranks' lists and returns the global lists rank 0 ends with
 // (checking that every rank ends with the same ones).
@@ -53,11 +60,14 @@ merged packed_merge(const std::vector<std::vector<mldiag::tensor_stats>>& stats,
   std::vector<std::vector<double>> a(P, std::vector<double>(L.a_size()));
   std::vector<std::vector<double>> b(P, std::vector<double>(L.b_size()));
   std::vector<std::vector<double>> c(P, std::vector<double>(L.c_size()));
-  for (std::size_t r = 0; r < P; ++r) md::pack_round_a(stats[r], entropy[r], a[r]);
+  for (std::size_t r = 0; r < P; ++r)
+    md::pack_round_a(stats[r], entropy[r], a[r]);
   all_reduce(a, min_op, order);
-  for (std::size_t r = 0; r < P; ++r) md::pack_round_b(stats[r], entropy[r], a[r], b[r]);
+  for (std::size_t r = 0; r < P; ++r)
+    md::pack_round_b(stats[r], entropy[r], a[r], b[r]);
   all_reduce(b, sum_op, order);
-  for (std::size_t r = 0; r < P; ++r) md::pack_round_c(stats[r], a[r], b[r], c[r]);
+  for (std::size_t r = 0; r < P; ++r)
+    md::pack_round_c(stats[r], a[r], b[r], c[r]);
   all_reduce(c, sum_op, order);
   std::vector<merged> out(P);
   for (std::size_t r = 0; r < P; ++r) {
@@ -78,22 +88,42 @@ std::vector<double> shard_values(int kind, std::size_t n, std::mt19937_64& rng) 
   std::vector<double> x(n);
   for (auto& v : x) {
     switch (kind) {
-      case 0: v = normal(rng); break;                // specials planted below
-      case 1: v = 1e4 + normal(rng); break;          // |mean| >> std: 1e4 vs 2 (see below)
-      case 2: v = rng() % 2 ? 1e30 * normal(rng) : 1e-30 * normal(rng); break;
-      case 3: v = 1e-30 * normal(rng); break;        // negative scale exponent
-      case 4: v = 1e305 * normal(rng); break;        // exponent clamped at 1000; sum x^2 overflows
-      default: v = -3.0 - 1e-3 * normal(rng); break; // all negative: max is negative
+      case 0:
+        v = normal(rng);
+        break;  // specials planted below
+      case 1:
+        v = 1e4 + normal(rng);
+        break;  // |mean| >> std: 1e4 vs 2 (see below)
+      case 2:
+        v = rng() % 2 ? 1e30 * normal(rng) : 1e-30 * normal(rng);
+        break;
+      case 3:
+        v = 1e-30 * normal(rng);
+        break;  // negative scale exponent
+      case 4:
+        v = 1e305 * normal(rng);
+        break;  // exponent clamped at 1000; sum x^2 overflows
+      default:
+        v = -3.0 - 1e-3 * normal(rng);
+        break;  // all negative: max is negative
     }
   }
   if (kind == 0 && n > 0) {
     for (int k = 0; k < 8; ++k) {
       double& v = x[rng() % n];
       switch (k % 4) {
-        case 0: v = std::numeric_limits<double>::quiet_NaN(); break;
-        case 1: v = k < 4 ? INFINITY : -INFINITY; break;
-        case 2: v = k < 4 ? 0.0 : -0.0; break;
-        default: v = std::numeric_limits<double>::denorm_min() * static_cast<double>(k); break;
+        case 0:
+          v = std::numeric_limits<double>::quiet_NaN();
+          break;
+        case 1:
+          v = k < 4 ? INFINITY : -INFINITY;
+          break;
+        case 2:
+          v = k < 4 ? 0.0 : -0.0;
+          break;
+        default:
+          v = std::numeric_limits<double>::denorm_min() * static_cast<double>(k);
+          break;
       }
     }
   }
@@ -103,7 +133,8 @@ std::vector<double> shard_values(int kind, std::size_t n, std::mt19937_64& rng) 
 std::vector<double> all_non_finite(std::size_t n) {
   std::vector<double> x(n);
   for (std::size_t i = 0; i < n; ++i) {
-    x[i] = i % 3 == 0 ? std::numeric_limits<double>::quiet_NaN() : (i % 3 == 1 ? INFINITY : -INFINITY);
+    x[i] =
+        i % 3 == 0 ? std::numeric_limits<double>::quiet_NaN() : (i % 3 == 1 ? INFINITY : -INFINITY);
   }
   return x;
 }
@@ -111,10 +142,12 @@ std::vector<double> all_non_finite(std::size_t n) {
 constexpr int tensor_kinds = 6;
 
 // One rank's entropy input: `rows` rows of `len` logits (row 0 of rank 1 invalid: a NaN).
-std::vector<float> shard_logits(std::size_t rows, std::size_t len, std::mt19937_64& rng, bool plant_nan) {
+std::vector<float> shard_logits(std::size_t rows, std::size_t len, std::mt19937_64& rng,
+                                bool plant_nan) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> z(rows * len);
-  for (auto& v : z) v = normal(rng);
+  for (auto& v : z)
+    v = normal(rng);
   if (plant_nan && !z.empty()) z[0] = NAN;
   if (z.size() > 5) z[5] = -INFINITY;  // masked
   return z;
@@ -123,7 +156,8 @@ std::vector<float> shard_logits(std::size_t rows, std::size_t len, std::mt19937_
 template <class T>
 std::vector<T> concat(const std::vector<std::vector<T>>& parts) {
   std::vector<T> all;
-  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  for (const auto& p : parts)
+    all.insert(all.end(), p.begin(), p.end());
   return all;
 }
 
@@ -136,7 +170,8 @@ void check_entropy(const mldiag::entropy_stats& got, const mldiag::entropy_stats
   CHECK(got.normalized_min == want.normalized_min);
   CHECK(got.normalized_max == want.normalized_max);
   CHECK(std::fabs(got.sum - want.sum) <= 1e-12 * std::fabs(want.sum));
-  CHECK(std::fabs(got.normalized_sum - want.normalized_sum) <= 1e-12 * std::fabs(want.normalized_sum));
+  CHECK(std::fabs(got.normalized_sum - want.normalized_sum) <=
+        1e-12 * std::fabs(want.normalized_sum));
 }
 
 // Extrema compare with ==, which for doubles is bitwise except that +0 == -0: which zero a
@@ -177,8 +212,10 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     for (std::size_t r = 0; r < P; ++r) {
       const std::size_t n = rng() % 3000;
       if (t == tensor_kinds || r == empty_rank) continue;
-      if (t == tensor_kinds + 1 || r == non_finite_rank) shards[t][r] = all_non_finite(n + 1);
-      else shards[t][r] = shard_values(static_cast<int>(t), n, rng);
+      if (t == tensor_kinds + 1 || r == non_finite_rank)
+        shards[t][r] = all_non_finite(n + 1);
+      else
+        shards[t][r] = shard_values(static_cast<int>(t), n, rng);
     }
   }
   // Entropies: logits of rows of 37, and probabilities (normalized |logits|) of rows of 10.
@@ -188,21 +225,26 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     const std::size_t n_rows = r == empty_rank ? 0 : rng() % 40;
     rows[0][r] = shard_logits(n_rows, 37, rng, r == 1);
     rows[1][r] = shard_logits(n_rows, 10, rng, r == 1);
-    for (auto& p : rows[1][r]) p = std::isfinite(p) ? std::fabs(p) : p;
+    for (auto& p : rows[1][r])
+      p = std::isfinite(p) ? std::fabs(p) : p;
   }
   auto entropy_of = [](std::size_t j, const std::vector<float>& z) {
     return j == 0 ? mldiag::entropy_from_logits(z, 37) : mldiag::entropy_from_probs(z, 10);
   };
 
   std::vector<std::vector<mldiag::tensor_stats>> local(P, std::vector<mldiag::tensor_stats>(N));
-  std::vector<std::vector<mldiag::entropy_stats>> local_entropy(P, std::vector<mldiag::entropy_stats>(M));
+  std::vector<std::vector<mldiag::entropy_stats>> local_entropy(
+      P, std::vector<mldiag::entropy_stats>(M));
   for (std::size_t r = 0; r < P; ++r) {
-    for (std::size_t t = 0; t < N; ++t) local[r][t] = mldiag::compute_stats(shards[t][r]);
-    for (std::size_t j = 0; j < M; ++j) local_entropy[r][j] = entropy_of(j, rows[j][r]);
+    for (std::size_t t = 0; t < N; ++t)
+      local[r][t] = mldiag::compute_stats(shards[t][r]);
+    for (std::size_t j = 0; j < M; ++j)
+      local_entropy[r][j] = entropy_of(j, rows[j][r]);
   }
 
   std::vector<std::size_t> order(P), reversed(P);
-  for (std::size_t r = 0; r < P; ++r) order[r] = r, reversed[r] = P - 1 - r;
+  for (std::size_t r = 0; r < P; ++r)
+    order[r] = r, reversed[r] = P - 1 - r;
   const merged got = packed_merge(local, local_entropy, order);
   const merged got_reversed = packed_merge(local, local_entropy, reversed);
 
@@ -211,10 +253,12 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     const std::vector<double> whole = concat(shards[t]);
     const mldiag::tensor_stats single = mldiag::compute_stats(whole);
     mldiag::tensor_stats fold;
-    for (std::size_t r = 0; r < P; ++r) fold.merge(local[r][t]);
+    for (std::size_t r = 0; r < P; ++r)
+      fold.merge(local[r][t]);
     check_same(got.stats[t], single);
     check_same(got.stats[t], fold);
-    mldiag_test::check_against(got.stats[t], mldiag_test::reference_of(std::span<const double>(whole)));
+    mldiag_test::check_against(got.stats[t],
+                               mldiag_test::reference_of(std::span<const double>(whole)));
     // Another order of the ranks: counts and extrema identical, moments within rounding.
     check_same(got_reversed.stats[t], got.stats[t]);
   }
@@ -222,7 +266,8 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     CAPTURE(j);
     const mldiag::entropy_stats single = entropy_of(j, concat(rows[j]));
     mldiag::entropy_stats fold;
-    for (std::size_t r = 0; r < P; ++r) fold.merge(local_entropy[r][j]);
+    for (std::size_t r = 0; r < P; ++r)
+      fold.merge(local_entropy[r][j]);
     check_entropy(got.entropy[j], single);
     check_entropy(got.entropy[j], fold);
     check_entropy(got_reversed.entropy[j], single);
@@ -232,7 +277,8 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("the packed merge over 1 to 7 ranks equals the statistics of the concatenation") {
-  for (std::size_t P : {1u, 2u, 3u, 4u, 7u}) run_ranks(P, 100 + P);
+  for (std::size_t P : {1u, 2u, 3u, 4u, 7u})
+    run_ranks(P, 100 + P);
 }
 
 // Tensor kind 1 has |mean| / std = 5000, where a merge through sum x^2 loses about
@@ -254,8 +300,9 @@ TEST_CASE("the packed merge keeps the variance when the mean is 1e8 times the sp
   // The two-round merge through sum x^2 on the same summaries: 4e16 + 1.2e9 + 14 in float64
   // (spacing 8 there) minus n * mean^2 leaves nothing of the 5 that M2 is.
   double sum_sq = 0.0;
-  for (const auto& r : local) sum_sq += r[0].m2_scaled * std::ldexp(1.0, 2 * r[0].scale_exp) +
-                                        2.0 * r[0].mean() * r[0].mean();
+  for (const auto& r : local)
+    sum_sq +=
+        r[0].m2_scaled * std::ldexp(1.0, 2 * r[0].scale_exp) + 2.0 * r[0].mean() * r[0].mean();
   const double naive_m2 = sum_sq - 4.0 * got.stats[0].mean() * got.stats[0].mean();
   CHECK(std::fabs(naive_m2 - 5.0) > 0.5);
 }

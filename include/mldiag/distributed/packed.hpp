@@ -20,8 +20,8 @@ namespace mldiag::distributed {
 ///
 /// ```
 /// round A, MIN:  [N][min, -max, -max_abs]  [M][min, -max, normalized_min, -normalized_max]
-/// round B, SUM:  [N][count, nan, pos_inf, neg_inf, zeros, n * mean]  [M][rows, invalid_rows, sum, normalized_sum]
-/// round C, SUM:  [N][M2 + n * (mean - global mean)^2]
+/// round B, SUM:  [N][count, nan, pos_inf, neg_inf, zeros, n * mean]  [M][rows, invalid_rows, sum,
+/// normalized_sum] round C, SUM:  [N][M2 + n * (mean - global mean)^2]
 /// ```
 /// Means and M2 in rounds B and C are scaled to the global exponent (2^e with e from the
 /// global max_abs of round A), as `tensor_stats` stores them.
@@ -118,7 +118,8 @@ MLDIAG_HOST_DEVICE inline void pack_b(const entropy_stats& s, double* b) noexcep
 }
 
 /// The global finite count and scaled mean from the reduced rounds A and B of a tensor.
-MLDIAG_HOST_DEVICE inline double global_mean_scaled(const double* b_global, std::uint64_t& finite) noexcept {
+MLDIAG_HOST_DEVICE inline double global_mean_scaled(const double* b_global,
+                                                    std::uint64_t& finite) noexcept {
   const std::uint64_t count = detail::count_from_double(b_global[0]);
   const std::uint64_t non_finite = detail::count_from_double(b_global[1]) +
                                    detail::count_from_double(b_global[2]) +
@@ -151,7 +152,8 @@ MLDIAG_HOST_DEVICE inline void pack_c(const tensor_stats& s, const double* a_glo
 }
 
 /// The global tensor_stats from its reduced rounds A, B and C. A tensor with no finite
-/// element anywhere keeps the defaults (min +Inf, max -Inf, moments 0), as tensor_stats::merge does.
+/// element anywhere keeps the defaults (min +Inf, max -Inf, moments 0), as tensor_stats::merge
+/// does.
 MLDIAG_HOST_DEVICE inline tensor_stats finish(const double* a_global, const double* b_global,
                                               const double* c_global) noexcept {
   tensor_stats out;
@@ -174,7 +176,8 @@ MLDIAG_HOST_DEVICE inline tensor_stats finish(const double* a_global, const doub
 
 /// The global entropy_stats from its reduced rounds A and B (no round C: sums and extrema
 /// are all it has).
-MLDIAG_HOST_DEVICE inline entropy_stats finish(const double* a_global, const double* b_global) noexcept {
+MLDIAG_HOST_DEVICE inline entropy_stats finish(const double* a_global,
+                                               const double* b_global) noexcept {
   entropy_stats out;
   out.rows = detail::count_from_double(b_global[0]);
   out.invalid_rows = detail::count_from_double(b_global[1]);
@@ -200,17 +203,19 @@ MLDIAG_HOST_DEVICE inline entropy_stats finish(const double* a_global, const dou
 /// pack_round_c(stats, a, b, c);           all_reduce_sum(c);
 /// finish_rounds(a, b, c, stats, entropy); // stats, entropy: now the global ones
 /// ```
-inline void pack_round_a(std::span<const tensor_stats> stats, std::span<const entropy_stats> entropy,
-                         std::span<double> a) noexcept {
+inline void pack_round_a(std::span<const tensor_stats> stats,
+                         std::span<const entropy_stats> entropy, std::span<double> a) noexcept {
   const packed_layout L{stats.size(), entropy.size()};
-  for (std::size_t i = 0; i < stats.size(); ++i) pack_a(stats[i], a.data() + L.a_per_tensor * i);
+  for (std::size_t i = 0; i < stats.size(); ++i)
+    pack_a(stats[i], a.data() + L.a_per_tensor * i);
   for (std::size_t j = 0; j < entropy.size(); ++j)
     pack_a(entropy[j], a.data() + L.a_entropy_offset() + L.a_per_entropy * j);
 }
 
 /// Packs round B into `b` (layout.b_size() doubles), given the reduced round A.
-inline void pack_round_b(std::span<const tensor_stats> stats, std::span<const entropy_stats> entropy,
-                         std::span<const double> a_global, std::span<double> b) noexcept {
+inline void pack_round_b(std::span<const tensor_stats> stats,
+                         std::span<const entropy_stats> entropy, std::span<const double> a_global,
+                         std::span<double> b) noexcept {
   const packed_layout L{stats.size(), entropy.size()};
   for (std::size_t i = 0; i < stats.size(); ++i)
     pack_b(stats[i], a_global.data() + L.a_per_tensor * i, b.data() + L.b_per_tensor * i);
