@@ -24,15 +24,48 @@ if [ -z "$doctest_dir" ]; then
   exit 1
 fi
 
+# NCCL for the NCCL merge test: next to the CUDA toolkit, else PyTorch's pip package
+# nvidia-nccl (include/ and lib/libnccl.so.2, no libnccl.so). Without it the CUDA tests are
+# built without that test, and the log says so.
+nccl_inc="" nccl_lib=""
+cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+for lib in "$cuda_home/lib64" "$cuda_home/lib"; do
+  if [ -f "$cuda_home/include/nccl.h" ] && ls "$lib"/libnccl.so* > /dev/null 2>&1; then
+    nccl_inc=$cuda_home/include nccl_lib=$lib
+    break
+  fi
+done
+if [ -z "$nccl_lib" ]; then
+  # nvidia.nccl is a namespace package (no __init__.py, so no __file__): take its __path__.
+  py_nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2> /dev/null || true)
+  if [ -n "$py_nccl" ] && [ -f "$py_nccl/include/nccl.h" ] && ls "$py_nccl"/lib/libnccl.so* > /dev/null 2>&1; then
+    nccl_inc=$py_nccl/include nccl_lib=$py_nccl/lib
+  fi
+fi
+nccl_sources=() nccl_link=()
+if [ -n "$nccl_lib" ]; then
+  nccl_so=$nccl_lib/libnccl.so
+  [ -e "$nccl_so" ] || nccl_so=$(ls "$nccl_lib"/libnccl.so.* | head -1)
+  nccl_sources=(-I"$nccl_inc" tests/cuda/nccl_merge_test.cu)
+  # -l:<file>: nvcc refuses a .so.2 path on its command line, and the wheel has no libnccl.so.
+  nccl_link=(-L"$nccl_lib" -l:"$(basename "$nccl_so")" -Xlinker -rpath="$nccl_lib")
+  nccl_note="mldiag: NCCL from $nccl_so"
+else
+  nccl_note="mldiag: NCCL not found (neither next to nvcc nor python3 -m nvidia.nccl): NCCL merge test skipped"
+fi
+
 flags=(-std=c++20 -O3 -arch="$arch" -Iinclude -Ikernels -I"$doctest_dir" -Xcompiler=-Wall,-Wextra --Werror all-warnings)
 echo "=== build (nvcc $(nvcc --version | grep -o 'release [0-9.]*'), $arch) ==="
-nvcc "${flags[@]}" tests/cuda/main.cpp tests/cuda/device_test.cu tests/cuda/device_stats_test.cu -o build-gpu/mldiag_test_cuda
+echo "$nccl_note"
+nvcc "${flags[@]}" tests/cuda/main.cpp tests/cuda/device_test.cu tests/cuda/device_stats_test.cu \
+    "${nccl_sources[@]}" "${nccl_link[@]}" -o build-gpu/mldiag_test_cuda
 nvcc "${flags[@]}" -Xcompiler=-fPIC -shared bench/gpu/mldiag_bench_capi.cu -o build-gpu/libmldiag_bench.so
 nvcc "${flags[@]}" examples/cuda_raw/main.cu -o build-gpu/mldiag_cuda_raw
 
 echo "=== CUDA tests ==="
 status=0
-build-gpu/mldiag_test_cuda 2>&1 | tee "$out/tests.txt" || status=1
+echo "$nccl_note" | tee "$out/tests.txt"
+build-gpu/mldiag_test_cuda 2>&1 | tee -a "$out/tests.txt" || status=1
 echo "=== examples/cuda_raw ==="
 build-gpu/mldiag_cuda_raw 2>&1 | tee "$out/cuda_raw.txt" || status=1
 if command -v compute-sanitizer > /dev/null; then
