@@ -131,6 +131,8 @@ class monitor {
     open_ = false;
     step_findings_.clear();
     detectors_.observe({recorder_.end_step(), recorder_.past(), recorder_.names()}, step_findings_);
+    for (auto& f : pending_) step_findings_.push_back(std::move(f));
+    pending_.clear();
     for (const auto& f : step_findings_) deliver(f);
     return step_findings_;
   }
@@ -180,6 +182,9 @@ class monitor {
 
   /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
   void add_sink(std::function<void(const finding&)> sink) { sinks_.push_back(std::move(sink)); }
+  /// Adds a finding made outside the detectors (by a step hook, or by the caller) to the
+  /// findings of the next end_step(), which delivers it like the detectors' own.
+  void add_finding(finding f) { pending_.push_back(std::move(f)); }
   /// Runs `hook` on each step's snapshot before the detectors (see recorder::set_step_hook);
   /// distributed::snapshot_merger::attach uses it to merge across ranks.
   void set_step_hook(std::function<void(snapshot&, name_table&)> hook) { recorder_.set_step_hook(std::move(hook)); }
@@ -223,7 +228,7 @@ class monitor {
   monitor_config config_;
   recorder recorder_;
   detectors::dynamic_set detectors_;
-  std::vector<finding> step_findings_, all_findings_;
+  std::vector<finding> step_findings_, all_findings_, pending_;
   std::vector<std::function<void(const finding&)>> sinks_;
   std::vector<std::pair<finding, protocol::evidence_phase>> diagnoses_;
   std::int64_t next_step_ = 0;

@@ -251,7 +251,8 @@ TEST_CASE("snapshot merge - data-parallel replicas that drift apart are reported
   md::snapshot_merger merge(mpi(), md::merge_options::data_parallel());
   mldiag::monitor mon;
   merge.attach(mon);
-  const auto w = make_data(64, 9);
+  std::vector<float> w(64);  // finite weights: the only findings are the merge's
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i);
   for (std::int64_t step = 0; step < 2; ++step) {
     mon.begin_step(step);
     tensor_stats s = mldiag::compute_stats(std::span<const float>(w));
@@ -271,6 +272,18 @@ TEST_CASE("snapshot merge - data-parallel replicas that drift apart are reported
     // The replica kept is rank 0's: its count is the tensor's, not world x the tensor's.
     CHECK(mon.evidence().current().parameters.at(0).stats.count == 64);
   }
+  // attach() made findings of both, on every rank: the replica first (critical), at step 1.
+  REQUIRE(mon.open_diagnoses() == 2);
+  CHECK(mon.opened_by(0).symptom == "replicas out of sync");
+  CHECK(mon.opened_by(0).severity == mldiag::severity::critical);
+  CHECK(mon.opened_by(0).first_step == 1);
+  CHECK(mon.opened_by(0).where.at(0).first == "param/w");
+  CHECK(mon.opened_by(1).symptom == "ranks disagree");
+  CHECK(mon.opened_by(1).where.at(0).first == "learning rate");
+  // The diagnosis the finding opens has the cause and its variable in the pattern tables.
+  auto pattern = mon.take_diagnosis(0).with_baseline(mon.baseline());
+  const auto causes = pattern.candidates();
+  CHECK(std::find(causes.begin(), causes.end(), std::string_view("ranks out of sync")) != causes.end());
 }
 
 TEST_CASE("snapshot merge - ranks at different steps get a clear error on every rank") {

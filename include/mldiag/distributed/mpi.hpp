@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>  // std::memcpy
@@ -298,9 +299,16 @@ class snapshot_merger {
   }
 
   /// Makes `mon` merge every step before its detectors run (through monitor::set_step_hook).
+  /// What the merge notices becomes findings of that step, on every rank: "replicas out of
+  /// sync" (Q1, critical; where: `param/<name>`, `grad/<name>`, ...) when a replicated tensor
+  /// differs across ranks, and "ranks disagree" (Q1, warning) for the learning rate, loss
+  /// scale or gradient norm; each once when it starts, again only after the ranks agreed.
   /// The merger must outlive the monitor's steps.
   void attach(monitor& mon) {
-    mon.set_step_hook([this](snapshot& s, name_table& names) { merge(s, names); });
+    mon.set_step_hook([this, &mon](snapshot& s, name_table& names) {
+      merge(s, names);
+      report_findings(s.step, mon);
+    });
   }
 
   /// What the last merge noticed (replicas that differ, scalars that should agree but do not).
@@ -345,8 +353,26 @@ class snapshot_merger {
     }
   }
 
+  void report_findings(std::int64_t step, monitor& mon) {
+    static constexpr std::string_view prefix[6] = {"grad/", "param/", "act/", "resid/", "block/", "update/"};
+    now_.clear();
+    for (const auto& [r, name] : report_.replica_mismatches) now_.push_back(std::string(prefix[static_cast<std::size_t>(r)]) + name);
+    for (const auto& text : report_.scalar_mismatches) now_.push_back(text.substr(0, text.find(" differs")));
+    for (const auto& key : now_) {
+      if (std::find(open_.begin(), open_.end(), key) != open_.end()) continue;  // reported at its onset
+      const bool replica = key.find('/') != std::string::npos;
+      finding f = detectors::make_finding(question::convergence, replica ? "replicas out of sync" : "ranks disagree",
+                                          replica ? severity::critical : severity::warning, step, "distributed_merge",
+                                          {{"ranks", static_cast<double>(mpi_->size())}});
+      f.where.emplace_back(key, 1.0);
+      mon.add_finding(std::move(f));
+    }
+    open_.swap(now_);
+  }
+
   mpi_context* mpi_;
   merge_options options_;
+  std::vector<std::string> open_, now_;
   snapshot_layout layout_;
   std::vector<cell> cells_;
   merge_report report_;

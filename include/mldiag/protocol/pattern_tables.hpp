@@ -22,7 +22,7 @@ struct pattern_row {
 };
 
 /// Loss not decreasing (6 rows), efficiency (11 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 21> pattern_tables{{
+inline constexpr std::array<pattern_row, 22> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike"}, "learning rate too high",
@@ -39,6 +39,11 @@ inline constexpr std::array<pattern_row, 21> pattern_tables{{
     {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
+    // From the distributed merge (distributed/mpi.hpp): data-parallel replicas that differ
+    // train different models; the loss of the average stalls or wanders.
+    {"loss not decreasing", {"replicas out of sync", "ranks disagree", ""}, "ranks out of sync", "gradient_synchronization",
+     "check that every rank all-reduces every gradient each step (no rank skips a bucket or an unused parameter) and "
+     "starts from the same weights, learning rate and loss scale"},
     // Q3. "low MFU" is in three rows, most likely cause first (the method: below 20% input-bound
     // or the wrong backend, 20-40% memory-bound or poor overlap); a finding that comes with it
     // (input starvation, communication overhead) ranks its own row higher.
