@@ -303,11 +303,13 @@ TEST_CASE("a straggler planted on one rank is found and named on every rank") {
   merge.attach(mon);
   std::vector<mldiag::finding> found;
   mon.add_sink([&](const mldiag::finding& f) { found.push_back(f); });
-  for (std::int64_t step = 0; step < 30; ++step) {
+  for (std::int64_t step = 0; step < 40; ++step) {
     mon.begin_step(step);
     const auto t0 = std::chrono::steady_clock::now();
-    // The work: 4 ms on every rank, 12 ms on the straggler (a slower GPU, a hot node).
-    std::this_thread::sleep_for(std::chrono::milliseconds(me == slow ? 12 : 4));
+    // The work: 2 ms on every rank, 20 ms on the straggler (a slower GPU, a hot node). The
+    // detector needs 20 steps in a row: the contrast keeps a busy machine's late wake-ups
+    // (a few ms) from breaking the run.
+    std::this_thread::sleep_for(std::chrono::milliseconds(me == slow ? 20 : 2));
     mldiag::step_timings t;
     t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     mon.observe_timings(t);
