@@ -246,6 +246,49 @@ TEST_CASE("snapshot merge - FSDP gradients, mean loss and a layout that grows") 
   CHECK(merge.bytes_per_step() == (mldiag::distributed::snapshot_layout::header_cells + numels.size() + 1) * sizeof(md::cell) + sizeof(double));
 }
 
+TEST_CASE("snapshot merge to one root - the root gets the whole model and the others keep their own") {
+  const int world = mpi().size(), me = mpi().rank();
+  const int root = world - 1;
+  const auto data = make_data(1001, 77, 0.0, 0.1);
+  auto o = md::merge_options::fully_sharded();
+  o.root = root;
+  md::snapshot_merger merge(mpi(), o);
+  mldiag::monitor mon;
+  merge.attach(mon);
+  const auto part = md::even_split(1001, me, world);
+  const auto mine = mldiag::compute_stats(std::span<const float>(data.data() + part.begin, static_cast<std::size_t>(part.size())));
+  for (std::int64_t step = 0; step < 2; ++step) {
+    mon.begin_step(step);
+    mon.observe(mldiag::role::gradient, "w", mine);
+    mldiag::step_timings t;
+    t.total = 0.5 + me;
+    mon.observe_timings(t);
+    (void)mon.end_step();
+    const auto& s = mon.evidence().current();
+    CHECK(s.gradients.size() == 1);
+    if (s.gradients.empty()) continue;
+    if (me == root) {
+      check_equal_to_whole(s.gradients[0].stats, mldiag::compute_stats(std::span<const float>(data)));
+      CHECK(s.rank_step_times.size() == static_cast<std::size_t>(world));
+      if (!s.rank_step_times.empty()) CHECK(s.rank_step_times.back() == 0.5 + root);
+    } else {
+      CHECK(same_bits(s.gradients[0].stats, mine));  // untouched: its own shard
+      CHECK(s.rank_step_times.empty());
+    }
+  }
+  // Ranks at different steps: the probe all-reduce makes every rank throw, not only the root.
+  md::snapshot_merger other(mpi(), o);
+  mldiag::recorder rec;
+  rec.set_step_hook([&](mldiag::snapshot& s, mldiag::name_table& n) { other.merge(s, n); });
+  rec.begin_step(me == 0 ? 8 : 9);
+  CHECK_THROWS_WITH(rec.end_step(), doctest::Contains("ranks are at different steps (8 to 9)"));
+  o.root = world;
+  md::snapshot_merger bad(mpi(), o);
+  mldiag::snapshot s;
+  mldiag::name_table n;
+  CHECK_THROWS_WITH(bad.merge(s, n), doctest::Contains("mldiag: snapshot_merger: merge_options::root"));
+}
+
 TEST_CASE("snapshot merge - data-parallel replicas that drift apart are reported") {
   const int me = mpi().rank(), world = mpi().size();
   md::snapshot_merger merge(mpi(), md::merge_options::data_parallel());

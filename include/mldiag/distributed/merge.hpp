@@ -54,6 +54,10 @@ struct merge_options {
   /// detector): the rank's `timings.total` minus `timings.communication` when both are
   /// recorded, else `timings.total` (see docs/distributed.md for why the wait must be left out).
   bool gather_step_times = true;
+  /// -1: every rank gets the merged snapshot (one MPI_Allreduce). A rank r >= 0: only rank r
+  /// does (one 24-byte MPI_Allreduce that checks the steps and the layout, then MPI_Reduce to
+  /// r); the other ranks keep their own snapshot, and their detectors see local evidence.
+  int root = -1;
 
   /// Data parallel: weights, gradients (after their all-reduce) and updates are replicas;
   /// activations are slices of the global batch.

@@ -188,8 +188,10 @@ class mpi_context {
     return deduplicate(per_rank);
   }
 
-  /// Collective, for the snapshot merge: cells merged over all ranks (MPI_Allreduce).
+  /// Collective, for the snapshot merge: cells merged over all ranks (MPI_Allreduce), or to
+  /// `root` only (MPI_Reduce).
   void allreduce(std::span<cell> inout) { reduce_all(inout, cells_, merge_order::tree); }
+  void reduce(std::span<cell> inout, int root) { reduce_root(inout, cells_, root); }
 
  private:
   template <class T>
@@ -276,25 +278,53 @@ class snapshot_merger {
   /// tensors) in place. Throws mldiag::error when the ranks are at different steps.
   void merge(snapshot& s, name_table& names) {
     report_.clear();
+    const int root = options_.root;
+    if (root < -1 || root >= mpi_->size())
+      throw error("snapshot_merger: merge_options::root " + std::to_string(root) + " is not a rank of this communicator (0.." +
+                  std::to_string(mpi_->size() - 1) + ", or -1 for every rank)");
     const double mine = own_step_time(s.timings);
-    // The h_unknown cell counts, over all ranks, the pieces the layout lacks: one all-reduce
-    // both merges and tells every rank whether a new layout is needed (the common case: no).
-    pack(s, mpi_->rank(), layout_, options_, cells_);
-    mpi_->allreduce(std::span<cell>(cells_));
-    if (cells_[snapshot_layout::h_unknown].get<std::uint64_t>() != 0) {
-      renegotiate(s, names);
-      pack(s, mpi_->rank(), layout_, options_, cells_);
+    const std::uint64_t unknown = pack(s, mpi_->rank(), layout_, options_, cells_);
+    if (root == -1) {
+      // The h_unknown cell counts, over all ranks, the pieces the layout lacks: one all-reduce
+      // both merges and tells every rank whether a new layout is needed (the common case: no).
       mpi_->allreduce(std::span<cell>(cells_));
-      report_.renegotiated = true;
+      if (cells_[snapshot_layout::h_unknown].get<std::uint64_t>() != 0) {
+        renegotiate(s, names);
+        pack(s, mpi_->rank(), layout_, options_, cells_);
+        mpi_->allreduce(std::span<cell>(cells_));
+        report_.renegotiated = true;
+      }
+    } else {
+      // Only the root gets the cells, so every rank learns first, from one small all-reduce,
+      // whether the steps agree and whether a new layout is needed: a decision all ranks must
+      // take together (an error on the root alone would leave the others in the next collective).
+      long long probe[3] = {static_cast<long long>(unknown), static_cast<long long>(s.step), -static_cast<long long>(s.step)};
+      detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, probe, 3, MPI_LONG_LONG, MPI_MAX, mpi_->comm()), "MPI_Allreduce (merge probe)");
+      if (probe[1] != -probe[2])
+        throw error("distributed merge: ranks are at different steps (" + std::to_string(-probe[2]) + " to " +
+                    std::to_string(probe[1]) + "); every rank must end the same step together (one merge per step, on all ranks)");
+      if (probe[0] != 0) {
+        renegotiate(s, names);
+        pack(s, mpi_->rank(), layout_, options_, cells_);
+        report_.renegotiated = true;
+      }
+      mpi_->reduce(std::span<cell>(cells_), root);
     }
-    std::vector<double> times;
-    if (options_.gather_step_times) times = mpi_->gather_step_times(mine);
+    const bool receives = root == -1 || root == mpi_->rank();
+    if (options_.gather_step_times) {
+      times_.resize(static_cast<std::size_t>(mpi_->size()));
+      if (root == -1)
+        detail::mpi_check(MPI_Allgather(&mine, 1, MPI_DOUBLE, times_.data(), 1, MPI_DOUBLE, mpi_->comm()), "MPI_Allgather (step times)");
+      else
+        detail::mpi_check(MPI_Gather(&mine, 1, MPI_DOUBLE, times_.data(), 1, MPI_DOUBLE, root, mpi_->comm()), "MPI_Gather (step times)");
+    }
+    if (!receives) return;
     unpack(cells_, layout_, s, names, report_);
     if (options_.gather_step_times) {
       s.rank_step_times.clear();
       bool all = true;
-      for (double t : times) all = all && std::isfinite(t);
-      if (all) s.rank_step_times = std::move(times);
+      for (double t : times_) all = all && std::isfinite(t);
+      if (all) s.rank_step_times.assign(times_.begin(), times_.end());  // the snapshot's capacity: no allocation
     }
   }
 
@@ -375,6 +405,7 @@ class snapshot_merger {
   std::vector<std::string> open_, now_;
   snapshot_layout layout_;
   std::vector<cell> cells_;
+  std::vector<double> times_;
   merge_report report_;
 };
 
