@@ -3,7 +3,7 @@
 // each step. The model is softmax regression (W [classes, features], b [classes]) on Gaussian
 // clusters; each rank trains on its slice of every global batch and the gradients are averaged
 // with MPI_Allreduce, as in DistributedDataParallel. Faults to plant:
-//   --straggler R   rank R does its work three times over (a slow GPU, a throttled node)
+//   --straggler R   rank R does its work six times over (a slow GPU, a throttled node)
 //   --desync R      from step 20, rank R skips the gradient all-reduce (a real DP bug: its
 //                   replica of the weights drifts away from the others')
 // Run: mpirun -np 2 mldiag_distributed_dp [--steps N] [--straggler R] [--desync R]
@@ -82,9 +82,9 @@ int main(int argc, char** argv) {
     for (int step = 0; step < opt.steps; ++step) {
       mon.begin_step(step);
       const auto t0 = std::chrono::steady_clock::now();
-      const int repeats = me == opt.straggler ? 3 : 1;
+      const int repeats = me == opt.straggler ? 6 : 1;
       double loss = 0.0;
-      for (int rep = 0; rep < repeats; ++rep) {  // the straggler does its work three times
+      for (int rep = 0; rep < repeats; ++rep) {  // the straggler does its work six times
         for (int i = 0; i < local; ++i) {        // this rank's slice of the global batch
           const int c = static_cast<int>(data_rng() % classes);
           y[static_cast<std::size_t>(i)] = c;

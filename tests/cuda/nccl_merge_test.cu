@@ -11,6 +11,8 @@
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
 
+#include "../support/merged_stats_check.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -116,34 +118,7 @@ host_lists make_lists(std::uint64_t seed) {
   return h;
 }
 
-void check_same(const mldiag::tensor_stats& got, const mldiag::tensor_stats& want) {
-  CHECK(got.count == want.count);
-  CHECK(got.nan == want.nan);
-  CHECK(got.pos_inf == want.pos_inf);
-  CHECK(got.neg_inf == want.neg_inf);
-  CHECK(got.zeros == want.zeros);
-  CHECK(got.min == want.min);  // == on doubles: bitwise, up to the sign of zero
-  CHECK(got.max == want.max);
-  CHECK(got.max_abs == want.max_abs);
-  CHECK(got.scale_exp == want.scale_exp);
-  if (want.finite() == 0) return;
-  const double scale = std::fmax(std::fabs(want.mean()), want.stddev());
-  CHECK(std::fabs(got.mean() - want.mean()) <= 1e-12 * scale);
-  CHECK(std::fabs(got.stddev() - want.stddev()) <= 1e-12 * want.stddev());
-  CHECK(std::fabs(got.l2_norm() - want.l2_norm()) <= 1e-12 * want.l2_norm());
-}
 
-void check_same(const mldiag::entropy_stats& got, const mldiag::entropy_stats& want) {
-  CHECK(got.rows == want.rows);
-  CHECK(got.invalid_rows == want.invalid_rows);
-  CHECK(got.min == want.min);
-  CHECK(got.max == want.max);
-  CHECK(got.normalized_min == want.normalized_min);
-  CHECK(got.normalized_max == want.normalized_max);
-  CHECK(std::fabs(got.sum - want.sum) <= 1e-12 * std::fabs(want.sum));
-  CHECK(std::fabs(got.normalized_sum - want.normalized_sum) <=
-        1e-12 * std::fabs(want.normalized_sum));
-}
 
 // One thread spins on the GPU's nanosecond timer: a stream that is busy for `ns`.
 __global__ void spin_for_ns(unsigned long long ns) {
@@ -223,15 +198,15 @@ TEST_CASE("nccl_merge on one rank equals the host merge and compute_stats") {
 
   for (std::size_t i = 0; i < n; ++i) {
     CAPTURE(i);
-    check_same(got[i], host[i]);
-    check_same(got[i], h.stats[i]);  // compute_stats of the whole tensor
-    check_same(got_in_place[i], h.stats[i]);
+    mldiag_test::check_merged(got[i], host[i]);
+    mldiag_test::check_merged(got[i], h.stats[i]);  // compute_stats of the whole tensor
+    mldiag_test::check_merged(got_in_place[i], h.stats[i]);
   }
   for (std::size_t j = 0; j < m; ++j) {
     CAPTURE(j);
-    check_same(got_entropy[j], host_entropy[j]);
-    check_same(got_entropy[j], h.entropy[j]);
-    check_same(got_entropy_in_place[j], h.entropy[j]);
+    mldiag_test::check_merged(got_entropy[j], host_entropy[j]);
+    mldiag_test::check_merged(got_entropy[j], h.entropy[j]);
+    mldiag_test::check_merged(got_entropy_in_place[j], h.entropy[j]);
   }
 }
 
@@ -259,7 +234,7 @@ TEST_CASE("nccl_merge never waits for the GPU") {
   REQUIRE(cudaMemcpy(got.data(), d, n * sizeof(mldiag::tensor_stats), cudaMemcpyDeviceToHost) ==
           cudaSuccess);
   for (std::size_t i = 0; i < n; ++i)
-    check_same(got[i], h.stats[i]);  // merged twice: still itself
+    mldiag_test::check_merged(got[i], h.stats[i]);  // merged twice: still itself
 }
 
 TEST_CASE("nccl_merge reports bad arguments as values") {

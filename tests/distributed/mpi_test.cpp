@@ -11,6 +11,8 @@
 #include "mldiag/core/strided_view.hpp"
 #include "mldiag/stats/entropy.hpp"
 
+#include "../support/merged_stats_check.hpp"
+
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -50,26 +52,6 @@ std::vector<float> make_data(std::size_t n, std::uint64_t seed, double mean = 0.
   return x;
 }
 
-bool close(double got, double want, double rel = 1e-12) {
-  if (got == want) return true;
-  return std::fabs(got - want) <= rel * std::fabs(want);
-}
-
-// Counts and extrema bitwise, moments to 1e-12 relative.
-void check_equal_to_whole(const tensor_stats& got, const tensor_stats& whole) {
-  CHECK(got.count == whole.count);
-  CHECK(got.nan == whole.nan);
-  CHECK(got.pos_inf == whole.pos_inf);
-  CHECK(got.neg_inf == whole.neg_inf);
-  CHECK(got.zeros == whole.zeros);
-  CHECK(std::memcmp(&got.min, &whole.min, sizeof(double)) == 0);
-  CHECK(std::memcmp(&got.max, &whole.max, sizeof(double)) == 0);
-  CHECK(std::memcmp(&got.max_abs, &whole.max_abs, sizeof(double)) == 0);
-  CHECK_MESSAGE(close(got.mean(), whole.mean()), got.mean() << " vs " << whole.mean());
-  CHECK_MESSAGE(close(got.stddev(), whole.stddev()), got.stddev() << " vs " << whole.stddev());
-  CHECK_MESSAGE(close(got.l2_norm(), whole.l2_norm()), got.l2_norm() << " vs " << whole.l2_norm());
-}
-
 bool same_bits(const tensor_stats& a, const tensor_stats& b) { return md::detail::same_bits(a, b); }
 
 // Every rank's copy of `s`, gathered: a result must be identical on all ranks.
@@ -103,7 +85,7 @@ TEST_CASE("a tensor sharded by rows merges into the unsharded statistics") {
     const tensor_stats mine = rows_of(m, cols, md::even_split(rows, me, world));
 
     const tensor_stats tree = mpi().allreduce(mine);
-    check_equal_to_whole(tree, whole);
+    mldiag_test::check_merged(tree, whole);
     CHECK(identical_on_all_ranks(tree));
 
     // Sequential order: bitwise the left fold of the partials, computed here in one process.
@@ -111,7 +93,7 @@ TEST_CASE("a tensor sharded by rows merges into the unsharded statistics") {
     for (int r = 0; r < world; ++r) fold.merge(rows_of(m, cols, md::even_split(rows, r, world)));
     const tensor_stats seq = mpi().allreduce(mine, md::merge_order::sequential);
     CHECK(same_bits(seq, fold));
-    check_equal_to_whole(seq, whole);
+    mldiag_test::check_merged(seq, whole);
   }
 }
 
@@ -121,7 +103,7 @@ TEST_CASE("a tensor sharded by columns merges into the unsharded statistics") {
   const auto m = make_data(static_cast<std::size_t>(rows * cols), 7, -1.0, 3.0);
   const tensor_stats whole = mldiag::compute_stats(std::span<const float>(m));
   const tensor_stats tree = mpi().allreduce(cols_of(m, rows, cols, md::even_split(cols, me, world)));
-  check_equal_to_whole(tree, whole);
+  mldiag_test::check_merged(tree, whole);
   CHECK(identical_on_all_ranks(tree));
 }
 
@@ -146,7 +128,7 @@ TEST_CASE("FSDP flat shards merge into each tensor's statistics and leave the pa
   mpi().allreduce(std::span<tensor_stats>(partial));  // one call for the whole unit
   for (std::size_t i = 0; i < numels.size(); ++i) {
     CAPTURE(i);
-    check_equal_to_whole(partial[i], mldiag::compute_stats(std::span<const float>(tensors[i])));
+    mldiag_test::check_merged(partial[i], mldiag::compute_stats(std::span<const float>(tensors[i])));
   }
 }
 
@@ -179,14 +161,7 @@ TEST_CASE("attention entropy over rows split across ranks equals the single-proc
   const auto mine = mldiag::entropy_from_logits(
       std::span<const float>(logits.data() + r.begin * row_len, static_cast<std::size_t>(r.size() * row_len)), row_len);
   const auto got = mpi().allreduce(mine);
-  CHECK(got.rows == whole.rows);
-  CHECK(got.invalid_rows == whole.invalid_rows);
-  CHECK(got.min == whole.min);
-  CHECK(got.max == whole.max);
-  CHECK(got.normalized_min == whole.normalized_min);
-  CHECK(got.normalized_max == whole.normalized_max);
-  CHECK(close(got.mean(), whole.mean()));
-  CHECK(close(got.normalized_mean(), whole.normalized_mean()));
+  mldiag_test::check_merged(got, whole);
 }
 
 TEST_CASE("reduce to a root gives the merge there and leaves the other ranks alone") {
@@ -197,7 +172,7 @@ TEST_CASE("reduce to a root gives the merge there and leaves the other ranks alo
   const tensor_stats before = s;
   const int root = world - 1;
   mpi().reduce(std::span<tensor_stats>(&s, 1), root);
-  if (me == root) check_equal_to_whole(s, mldiag::compute_stats(std::span<const float>(data)));
+  if (me == root) mldiag_test::check_merged(s, mldiag::compute_stats(std::span<const float>(data)));
   else CHECK(same_bits(s, before));
   CHECK_THROWS_WITH(mpi().reduce(std::span<tensor_stats>(&s, 1), world), doctest::Contains("is not a rank of this communicator"));
 }
@@ -238,7 +213,7 @@ TEST_CASE("snapshot merge - FSDP gradients, mean loss and a layout that grows") 
     for (const auto& g : s.gradients) {
       const auto i = static_cast<std::size_t>(std::find(std::begin(names), std::end(names), n[g.id]) - std::begin(names));
       CHECK(i < numels.size());
-      if (i < numels.size()) check_equal_to_whole(g.stats, mldiag::compute_stats(std::span<const float>(grads[i])));
+      if (i < numels.size()) mldiag_test::check_merged(g.stats, mldiag::compute_stats(std::span<const float>(grads[i])));
     }
     CHECK(s.activations.size() == (step >= 1 ? 1U : 0U));  // on every rank, not just the last
     CHECK(merge.last_report().renegotiated == (step <= 1));
@@ -268,7 +243,7 @@ TEST_CASE("snapshot merge to one root - the root gets the whole model and the ot
     CHECK(s.gradients.size() == 1);
     if (s.gradients.empty()) continue;
     if (me == root) {
-      check_equal_to_whole(s.gradients[0].stats, mldiag::compute_stats(std::span<const float>(data)));
+      mldiag_test::check_merged(s.gradients[0].stats, mldiag::compute_stats(std::span<const float>(data)));
       CHECK(s.rank_step_times.size() == static_cast<std::size_t>(world));
       if (!s.rank_step_times.empty()) CHECK(s.rank_step_times.back() == 0.5 + root);
     } else {

@@ -9,6 +9,7 @@
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
 
+#include "../support/merged_stats_check.hpp"
 #include "../support/reference.hpp"
 
 #include <cmath>
@@ -161,41 +162,7 @@ std::vector<T> concat(const std::vector<std::vector<T>>& parts) {
   return all;
 }
 
-void check_entropy(const mldiag::entropy_stats& got, const mldiag::entropy_stats& want) {
-  CHECK(got.rows == want.rows);
-  CHECK(got.invalid_rows == want.invalid_rows);
-  // A row's entropy is computed alike on every rank and in the whole: extrema are exact.
-  CHECK(got.min == want.min);
-  CHECK(got.max == want.max);
-  CHECK(got.normalized_min == want.normalized_min);
-  CHECK(got.normalized_max == want.normalized_max);
-  CHECK(std::fabs(got.sum - want.sum) <= 1e-12 * std::fabs(want.sum));
-  CHECK(std::fabs(got.normalized_sum - want.normalized_sum) <=
-        1e-12 * std::fabs(want.normalized_sum));
-}
 
-// Extrema compare with ==, which for doubles is bitwise except that +0 == -0: which zero a
-// min of {+0, -0} keeps depends on the order, in compute_stats as in any merge.
-void check_same(const mldiag::tensor_stats& got, const mldiag::tensor_stats& want) {
-  CHECK(got.count == want.count);
-  CHECK(got.nan == want.nan);
-  CHECK(got.pos_inf == want.pos_inf);
-  CHECK(got.neg_inf == want.neg_inf);
-  CHECK(got.zeros == want.zeros);
-  CHECK(got.min == want.min);
-  CHECK(got.max == want.max);
-  CHECK(got.max_abs == want.max_abs);
-  CHECK(got.scale_exp == want.scale_exp);
-  if (want.finite() == 0) {
-    CHECK(got.mean_scaled == 0.0);
-    CHECK(got.m2_scaled == 0.0);
-    return;
-  }
-  const double scale = std::fmax(std::fabs(want.mean()), want.stddev());
-  CHECK(std::fabs(got.mean() - want.mean()) <= 1e-12 * scale);
-  CHECK(std::fabs(got.stddev() - want.stddev()) <= 1e-12 * want.stddev());
-  CHECK(std::fabs(got.l2_norm() - want.l2_norm()) <= 1e-12 * want.l2_norm());
-}
 
 void run_ranks(std::size_t P, std::uint64_t seed) {
   CAPTURE(P);
@@ -255,12 +222,12 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     mldiag::tensor_stats fold;
     for (std::size_t r = 0; r < P; ++r)
       fold.merge(local[r][t]);
-    check_same(got.stats[t], single);
-    check_same(got.stats[t], fold);
+    mldiag_test::check_merged(got.stats[t], single);
+    mldiag_test::check_merged(got.stats[t], fold);
     mldiag_test::check_against(got.stats[t],
                                mldiag_test::reference_of(std::span<const double>(whole)));
     // Another order of the ranks: counts and extrema identical, moments within rounding.
-    check_same(got_reversed.stats[t], got.stats[t]);
+    mldiag_test::check_merged(got_reversed.stats[t], got.stats[t]);
   }
   for (std::size_t j = 0; j < M; ++j) {
     CAPTURE(j);
@@ -268,9 +235,9 @@ void run_ranks(std::size_t P, std::uint64_t seed) {
     mldiag::entropy_stats fold;
     for (std::size_t r = 0; r < P; ++r)
       fold.merge(local_entropy[r][j]);
-    check_entropy(got.entropy[j], single);
-    check_entropy(got.entropy[j], fold);
-    check_entropy(got_reversed.entropy[j], single);
+    mldiag_test::check_merged(got.entropy[j], single);
+    mldiag_test::check_merged(got.entropy[j], fold);
+    mldiag_test::check_merged(got_reversed.entropy[j], single);
   }
 }
 
