@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
                                                      std::string(role == mldiag::role::parameter ? "parameter " : "gradient ") + name +
                                                      " differ");
     }
+    // Collective: every rank's findings on rank 0, one entry per problem with its ranks. (Here
+    // every rank saw the same merged evidence, so each problem comes from all ranks.)
+    const auto gathered = mpi.gather_findings(found, 0);
     if (me == 0) {
       const auto& s = mon.evidence().current();
       std::printf("ranks %d, steps %d, global loss %.4f, merge %zu bytes per rank per step\n", world, opt.steps, s.loss,
@@ -159,6 +162,8 @@ int main(int argc, char** argv) {
         for (const auto& [where, score] : f.where) std::printf(" [%s %.3g]", where.c_str(), score);
         std::printf("\n");
       }
+      for (const auto& m : gathered)
+        std::printf("%s on %zu of %d ranks\n", m.finding.symptom.c_str(), m.ranks.size(), world);
       std::printf("replica mismatches: %zu\n", mismatches.size());
       for (const auto& m : mismatches) std::printf("  %s\n", m.c_str());
     }

@@ -5,6 +5,11 @@
 
 #include "mldiag/cuda/device.cuh"
 #include "mldiag/cuda/event_timer.cuh"
+// A second .cu of this program that includes the NCCL merge (nccl_merge_test.cu is the
+// first): its kernels must not become duplicate symbols at link time.
+#if __has_include(<nccl.h>)
+#include "mldiag/cuda/nccl_merge.cuh"
+#endif
 
 #include <chrono>
 #include <cmath>

@@ -34,7 +34,7 @@ void merge_ranks(std::vector<snapshot>& ranks, mldiag::name_table& names, const 
     for (const auto& k : md::missing_keys(s, names, layout)) layout.add(k, names, o);
   std::vector<md::cell> acc, next;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const auto unknown = md::pack(ranks[r], static_cast<int>(r), layout, o, r == 0 ? acc : next);
+    const auto unknown = md::pack(ranks[r], static_cast<int>(r), layout, r == 0 ? acc : next);
     CHECK(unknown == 0);
     if (r > 0) {
       md::combine(acc, next);  // acc = lower ranks, next = rank r: the result lands in next
@@ -172,14 +172,14 @@ TEST_CASE("a snapshot with names the layout lacks is counted and the layout grow
   s.gradients.push_back({names.intern("a"), stats_of({2})});
   md::snapshot_layout layout;
   std::vector<md::cell> cells;
-  CHECK(md::pack(s, 0, layout, {}, cells) == 2);
+  CHECK(md::pack(s, 0, layout, cells) == 2);
   CHECK(cells[md::snapshot_layout::h_unknown].get<std::uint64_t>() == 2);
   const auto missing = md::missing_keys(s, names, layout);
   REQUIRE(missing.size() == 2);
   CHECK(missing[0].name == "b");  // snapshot order, not sorted
   for (const auto& k : missing) layout.add(k, names, {});
   CHECK(layout.size() == md::snapshot_layout::header_cells + 2);
-  CHECK(md::pack(s, 0, layout, {}, cells) == 0);
+  CHECK(md::pack(s, 0, layout, cells) == 0);
   CHECK(md::missing_keys(s, names, layout).empty());
 }
 

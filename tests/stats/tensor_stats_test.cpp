@@ -221,3 +221,24 @@ TEST_CASE("a strided view of row-major memory gives exactly the contiguous resul
   CHECK(mldiag::compute_stats(col) == mldiag::compute_stats(copy));
   check_against(mldiag::compute_stats(col), reference_of(std::span<const float>(copy)));
 }
+
+TEST_CASE("a part of zeros merges into the scale of the whole") {
+  // A part of zeros has scale exponent 0; values below 1 have a negative one. The merge must
+  // land on the exponent of the whole's max_abs, as compute_stats of the concatenation does
+  // (issue 10: a rank whose shard is all zeros, e.g. dead ReLU rows).
+  const std::vector<double> zeros(5, 0.0), small = {0.25, -0.125, 0.0625};
+  std::vector<double> all = zeros;
+  all.insert(all.end(), small.begin(), small.end());
+  const auto whole = mldiag::compute_stats(std::span<const double>(all));
+  const auto z = mldiag::compute_stats(std::span<const double>(zeros));
+  const auto s = mldiag::compute_stats(std::span<const double>(small));
+  CHECK(z.scale_exp == 0);
+  CHECK(whole.scale_exp == -1);  // max_abs 0.25 = 0.5 * 2^-1
+  for (const auto& m : {mldiag::merge(z, s), mldiag::merge(s, z)}) {
+    CHECK(m.scale_exp == whole.scale_exp);
+    CHECK(m.count == 8);
+    CHECK(m.zeros == 5);
+    CHECK(m.mean() == doctest::Approx(whole.mean()).epsilon(1e-15));
+    CHECK(m.l2_norm() == doctest::Approx(whole.l2_norm()).epsilon(1e-15));
+  }
+}

@@ -17,12 +17,13 @@
 #include <cstdint>
 #include <cstring>  // std::memcpy
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -103,7 +104,6 @@ struct cell {
     mean,        ///< a[0] = sum, key = number of ranks
     agree,       ///< a[0] = lowest rank's value, a[1] = min, a[2] = max
     maximum,     ///< a[0] = max
-    sum_sq,      ///< a[0] = sum of squares (a norm of shards)
     count,       ///< u = sum
     argmax,      ///< the payload of the rank with the largest key (ties: lowest rank)
     router,      ///< a[0] experts, a[1] dead (max), a[2] normalized entropy (min), a[3] max/mean (max)
@@ -197,10 +197,6 @@ inline void combine(const cell& lo, cell& hi) noexcept {
       break;
     case k::maximum:
       b[0] = std::max(a[0], b[0]);
-      hi.set(b);
-      break;
-    case k::sum_sq:
-      b[0] = a[0] + b[0];
       hi.set(b);
       break;
     case k::count: hi.set(lo.get<std::uint64_t>() + hi.get<std::uint64_t>()); break;
@@ -334,7 +330,7 @@ inline double worst_key(double v) noexcept { return std::isnan(v) ? -HUGE_VAL : 
 /// Packs this rank's snapshot into `out` (resized to the layout). Returns the number of
 /// pieces the layout lacks (also stored in the h_unknown cell, so that after the merge every
 /// rank knows whether any rank needs a new layout).
-inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& layout, const merge_options& options,
+inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& layout,
                           std::vector<cell>& out) {
   using k = cell::kind;
   using L = snapshot_layout;
@@ -346,11 +342,10 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
   if (s.has_val_loss) out[L::h_val_loss] = detail::scalar_cell(k::mean, s.val_loss, rank);
   if (s.has_lr) out[L::h_lr] = detail::scalar_cell(k::agree, s.lr, rank);
   if (s.has_loss_scale) out[L::h_loss_scale] = detail::scalar_cell(k::agree, s.loss_scale, rank);
-  if (options.roles[static_cast<std::size_t>(role::gradient)] == sharding::sharded) {
-    out[L::h_grad_norm] = detail::scalar_cell(k::sum_sq, s.grad_norm * s.grad_norm, rank);
-  } else {
-    out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank);
-  }
+  // The gradient norm a framework reports (clip_grad_norm_'s return value, Megatron's) is the
+  // global one on every rank, sharded or not: it must agree. The norm of sharded gradients
+  // observed as tensors comes from the merged tensors (snapshot::global_grad_norm).
+  out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank);
   const auto& t = s.timings;
   std::size_t h = L::h_data_wait;
   for (double v : {t.data_wait, t.forward, t.backward, t.optimizer, t.communication, t.total})
@@ -453,11 +448,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
   agreed(L::h_lr, "learning rate", s.has_lr, s.lr);
   agreed(L::h_loss_scale, "loss scale", s.has_loss_scale, s.loss_scale);
   bool has_norm = false;
-  if (merged[L::h_grad_norm].type == k::sum_sq) {
-    s.grad_norm = std::sqrt(value(L::h_grad_norm));
-  } else {
-    agreed(L::h_grad_norm, "gradient norm", has_norm, s.grad_norm);
-  }
+  agreed(L::h_grad_norm, "gradient norm", has_norm, s.grad_norm);
   const auto max_of = [&](std::size_t h) {
     return merged[h].type == k::maximum ? value(h) : std::numeric_limits<double>::quiet_NaN();
   };
@@ -482,7 +473,8 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
     if (slot < 6) {
       if (x.type != k::stats && x.type != k::replica) continue;
       s.of(static_cast<role>(slot)).push_back({id, x.get<tensor_stats>()});
-      if (x.type == k::replica && (x.flags & cell::disagreed) != 0)
+      // A stats cell flagged: ranks sent different kinds (merge_options differ by rank).
+      if ((x.flags & cell::disagreed) != 0)
         report.replica_mismatches.emplace_back(static_cast<role>(slot), std::string(names[id]));
     } else if (slot == static_cast<std::uint8_t>(L::slot::drift) && x.type == k::maximum) {
       s.drift.emplace_back(id, x.values()[0]);
@@ -594,7 +586,9 @@ inline void write_findings(std::span<const finding> findings, std::vector<char>&
     finding f;
     const auto q = in.get<std::uint8_t>();
     const auto sev = in.get<std::uint8_t>();
-    if (q < 1 || q > 3 || sev > 2) throw error("read_findings: finding " + std::to_string(i) + " has an unknown question or severity");
+    if (q < 1 || q > 3 || sev > 2)
+      throw error("read_findings: finding " + std::to_string(i) +
+                  " has an unknown question or severity; pass exactly what write_findings produced");
     f.question = static_cast<question>(q);
     f.severity = static_cast<severity>(sev);
     f.first_step = in.get<std::int64_t>();
@@ -616,8 +610,8 @@ inline void write_findings(std::span<const finding> findings, std::vector<char>&
 
 /// One entry per problem: findings of different ranks with the same question, symptom,
 /// detector and set of locations are one problem. The merged entry spans the earliest first
-/// step to the latest last step, has the highest severity, the union of the locations (each
-/// with its largest score) and the evidence of the lowest rank with that severity. Entries
+/// step to the latest last step, has the highest severity, the locations each with its largest
+/// score (highest first) and the evidence of the lowest rank with that severity. Entries
 /// come in the order their problem first appears (rank 0's findings first).
 ///
 /// **Example**
@@ -663,11 +657,13 @@ inline void write_findings(std::span<const finding> findings, std::vector<char>&
         m.finding.severity = f.severity;
         m.finding.evidence = f.evidence;
       }
-      for (const auto& [place, score] : f.where) {
+      for (const auto& [place, score] : f.where) {  // the same places, by the key
         auto w = std::find_if(m.finding.where.begin(), m.finding.where.end(), [&](const auto& x) { return x.first == place; });
         if (w == m.finding.where.end()) m.finding.where.emplace_back(place, score);
         else w->second = std::max(w->second, score);
       }
+      std::stable_sort(m.finding.where.begin(), m.finding.where.end(),
+                       [](const auto& a, const auto& b) { return a.second > b.second; });  // highest score first
     }
   }
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/detectors/detector.hpp"  // make_finding
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/distributed/merge.hpp"
 #include "mldiag/distributed/sharding.hpp"
@@ -16,11 +17,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>  // std::memcpy
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace mldiag::distributed {
@@ -30,7 +34,7 @@ enum class merge_order : std::uint8_t {
   /// MPI_Allreduce with a non-commutative user operation: MPI keeps the ranks in ascending
   /// order but chooses the grouping, so moments may differ from a left fold in the last bits
   /// (1e-15 relative, far inside the 1e-12 contract). Every rank gets the same result.
-  /// Bytes per rank: about 2 x the payload (reduce + broadcast).
+  /// Bytes per rank: about 2 x the payload with Open MPI 4.1 (a reduce and a broadcast).
   tree,
   /// MPI_Allgather of every rank's partials, then a left fold in rank order on every rank:
   /// bitwise equal to merging the partials one after the other in one process, whatever the
@@ -45,7 +49,8 @@ inline void mpi_check(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int n = 0;
   MPI_Error_string(rc, text, &n);
-  throw error(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(n)));
+  throw error(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(n)) +
+              "; check that every rank makes the same mldiag calls in the same order on a valid communicator");
 }
 
 // MPI_User_function: inout[i] = in[i] op inout[i], `in` from the lower ranks (the order MPI
@@ -273,6 +278,9 @@ class mpi_context {
 class snapshot_merger {
  public:
   explicit snapshot_merger(mpi_context& mpi, merge_options options = {}) : mpi_(&mpi), options_(std::move(options)) {}
+  // attach() hands the monitor a hook that points here: a copy or a move would leave it dangling.
+  snapshot_merger(const snapshot_merger&) = delete;
+  snapshot_merger& operator=(const snapshot_merger&) = delete;
 
   /// Collective: merges `s` (names from `names`, which may gain the names of other ranks'
   /// tensors) in place. Throws mldiag::error when the ranks are at different steps.
@@ -283,14 +291,14 @@ class snapshot_merger {
       throw error("snapshot_merger: merge_options::root " + std::to_string(root) + " is not a rank of this communicator (0.." +
                   std::to_string(mpi_->size() - 1) + ", or -1 for every rank)");
     const double mine = own_step_time(s.timings);
-    const std::uint64_t unknown = pack(s, mpi_->rank(), layout_, options_, cells_);
+    const std::uint64_t unknown = pack(s, mpi_->rank(), layout_, cells_);
     if (root == -1) {
       // The h_unknown cell counts, over all ranks, the pieces the layout lacks: one all-reduce
       // both merges and tells every rank whether a new layout is needed (the common case: no).
       mpi_->allreduce(std::span<cell>(cells_));
       if (cells_[snapshot_layout::h_unknown].get<std::uint64_t>() != 0) {
         renegotiate(s, names);
-        pack(s, mpi_->rank(), layout_, options_, cells_);
+        pack(s, mpi_->rank(), layout_, cells_);
         mpi_->allreduce(std::span<cell>(cells_));
         report_.renegotiated = true;
       }
@@ -305,7 +313,7 @@ class snapshot_merger {
                     std::to_string(probe[1]) + "); every rank must end the same step together (one merge per step, on all ranks)");
       if (probe[0] != 0) {
         renegotiate(s, names);
-        pack(s, mpi_->rank(), layout_, options_, cells_);
+        pack(s, mpi_->rank(), layout_, cells_);
         report_.renegotiated = true;
       }
       mpi_->reduce(std::span<cell>(cells_), root);

@@ -40,10 +40,13 @@ struct shard_piece {
                                                                 int world) {
   if (world <= 0) throw error("flat_shard_pieces: world size " + std::to_string(world) + "; pass the number of ranks (>= 1)");
   if (rank < 0 || rank >= world)
-    throw error("flat_shard_pieces: rank " + std::to_string(rank) + " outside [0, " + std::to_string(world) + ")");
+    throw error("flat_shard_pieces: rank " + std::to_string(rank) + " outside [0, " + std::to_string(world) +
+                "); pass this rank's index in the sharding group");
   std::int64_t total = 0;
   for (std::size_t i = 0; i < numels.size(); ++i) {
-    if (numels[i] < 0) throw error("flat_shard_pieces: tensor " + std::to_string(i) + " has " + std::to_string(numels[i]) + " elements");
+    if (numels[i] < 0)
+      throw error("flat_shard_pieces: tensor " + std::to_string(i) + " has " + std::to_string(numels[i]) +
+                  " elements; pass each tensor's element count (>= 0)");
     total += numels[i];
   }
   const std::int64_t w = world;

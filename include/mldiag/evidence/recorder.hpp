@@ -212,8 +212,8 @@ class recorder {
   /// next begin_step.
   const snapshot& end_step() {
     require_open("end_step");
+    open_ = false;  // first: a hook that throws leaves the step closed (not in the history)
     if (hook_) hook_(current_, names_);
-    open_ = false;
     history_.push(current_);
     return current_;
   }

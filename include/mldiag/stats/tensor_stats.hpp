@@ -127,9 +127,11 @@ MLDIAG_HOST_DEVICE inline tensor_stats& tensor_stats::merge(const tensor_stats& 
     scale_exp = other.scale_exp;
     return *this;
   }
-  // Bring both to the larger exponent (power-of-two scaling: exact unless the smaller part
-  // falls 2^1074 below the larger, where it cannot change the result anyway).
-  const int e = detail::greater(scale_exp, other.scale_exp);
+  // Bring both to the exponent of the merged max_abs, the one compute_stats of the whole
+  // would have (not the larger of the two: a part of zeros has exponent 0, above that of a
+  // part below 1). Power-of-two scaling: exact unless the smaller part falls 2^1074 below the
+  // larger, where it cannot change the result anyway; a part of zeros has moments 0.
+  const int e = detail::scale_exponent(max_abs);
   const double mean_a = std::ldexp(mean_scaled, scale_exp - e);
   const double mean_b = std::ldexp(other.mean_scaled, other.scale_exp - e);
   const double m2a = std::ldexp(m2_scaled, 2 * (scale_exp - e));

@@ -55,6 +55,9 @@ inline std::size_t nccl_merge_aligned(std::size_t bytes) noexcept {
 }
 
 // [tensors][3] then [entropies][4] -> round A
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link.
+template <class Unused = void>
 __global__ void __launch_bounds__(nccl_merge_threads)
     nccl_pack_a_kernel(const tensor_stats* d_stats, const entropy_stats* d_entropy,
                        distributed::packed_layout layout, double* d_a) {
@@ -71,6 +74,9 @@ __global__ void __launch_bounds__(nccl_merge_threads)
 }
 
 // reduced A + local -> round B
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link.
+template <class Unused = void>
 __global__ void __launch_bounds__(nccl_merge_threads)
     nccl_pack_b_kernel(const tensor_stats* d_stats, const entropy_stats* d_entropy,
                        distributed::packed_layout layout, const double* d_a, double* d_b) {
@@ -87,6 +93,9 @@ __global__ void __launch_bounds__(nccl_merge_threads)
 }
 
 // reduced A, B + local -> round C (tensors only)
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link.
+template <class Unused = void>
 __global__ void __launch_bounds__(nccl_merge_threads)
     nccl_pack_c_kernel(const tensor_stats* d_stats, distributed::packed_layout layout,
                        const double* d_a, const double* d_b, double* d_c) {
@@ -98,6 +107,9 @@ __global__ void __launch_bounds__(nccl_merge_threads)
 }
 
 // reduced A, B, C -> the global lists (reads only the workspace, so in place is safe)
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link.
+template <class Unused = void>
 __global__ void __launch_bounds__(nccl_merge_threads)
     nccl_finish_kernel(distributed::packed_layout layout, const double* d_a, const double* d_b,
                        const double* d_c, tensor_stats* d_stats_out, entropy_stats* d_entropy_out) {
@@ -165,16 +177,22 @@ inline nccl_merge_status nccl_merge_nccl_error(ncclResult_t r, ncclComm_t comm, 
 /// (SUM), 8 * N (SUM); 8 * (10N + 8M) in all (N tensors, M entropies): 40000 for 500 tensors.
 /// A ring all-reduce sends about 2 (P - 1) / P times that over each rank's link.
 ///
-/// **Example** (from tests/cuda/nccl_merge_test.cu)
+/// A failed status on one rank only (an argument error found there) leaves the other ranks
+/// waiting inside the collective: call ncclCommAbort on every rank's communicator then.
+///
+/// **Example** (tests/cuda/nccl_merge_test.cu; `device_buffer` owns a cudaMalloc)
 /// ```cpp
-/// ncclComm_t comm;  // one rank per GPU
-/// void* d_ws = nullptr;
-/// cudaMalloc(&d_ws, mldiag::cuda::nccl_merge_workspace_bytes(n, m));
+/// const std::size_t bytes = mldiag::cuda::nccl_merge_workspace_bytes(n, m);
+/// device_buffer d_ws(bytes);
 /// const auto status = mldiag::cuda::nccl_merge(
-///     {.d_stats = d_stats, .tensors = n, .d_stats_out = d_stats,
-///      .d_entropy = d_entropy, .entropies = m, .d_entropy_out = d_entropy},
-///     d_ws, mldiag::cuda::nccl_merge_workspace_bytes(n, m), comm, stream);
-/// if (!status) throw std::runtime_error(status.message);
+///     {.d_stats = static_cast<const mldiag::tensor_stats*>(d_stats.ptr),
+///      .tensors = n,
+///      .d_stats_out = static_cast<mldiag::tensor_stats*>(d_out.ptr),
+///      .d_entropy = static_cast<const mldiag::entropy_stats*>(d_entropy.ptr),
+///      .entropies = m,
+///      .d_entropy_out = static_cast<mldiag::entropy_stats*>(d_entropy_out.ptr)},
+///     d_ws.ptr, bytes, comm.comm, stream.s);
+/// if (!status.ok()) throw std::runtime_error(status.message);
 /// ```
 //
 // Why three collectives and not fewer: NCCL reduces elementwise with one op per call, and
@@ -225,7 +243,7 @@ inline nccl_merge_status nccl_merge_nccl_error(ncclResult_t r, ncclComm_t comm, 
   };
   const unsigned blocks = blocks_for(total);
 
-  detail::nccl_pack_a_kernel<<<blocks, detail::nccl_merge_threads, 0, stream>>>(
+  detail::nccl_pack_a_kernel<void><<<blocks, detail::nccl_merge_threads, 0, stream>>>(
       lists.d_stats, lists.d_entropy, layout, d_a);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return detail::nccl_merge_cuda_error(e, "round A pack kernel launch");
@@ -234,7 +252,7 @@ inline nccl_merge_status nccl_merge_nccl_error(ncclResult_t r, ncclComm_t comm, 
       r != ncclSuccess) {
     return detail::nccl_merge_nccl_error(r, comm, "round A ncclAllReduce (MIN)");
   }
-  detail::nccl_pack_b_kernel<<<blocks, detail::nccl_merge_threads, 0, stream>>>(
+  detail::nccl_pack_b_kernel<void><<<blocks, detail::nccl_merge_threads, 0, stream>>>(
       lists.d_stats, lists.d_entropy, layout, d_a, d_b);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return detail::nccl_merge_cuda_error(e, "round B pack kernel launch");
@@ -246,7 +264,7 @@ inline nccl_merge_status nccl_merge_nccl_error(ncclResult_t r, ncclComm_t comm, 
   // Every rank skips round C alike when there are no tensors (the sizes are the same on all).
   if (layout.tensors > 0) {
     detail::
-        nccl_pack_c_kernel<<<blocks_for(layout.tensors), detail::nccl_merge_threads, 0, stream>>>(
+        nccl_pack_c_kernel<void><<<blocks_for(layout.tensors), detail::nccl_merge_threads, 0, stream>>>(
             lists.d_stats, layout, d_a, d_b, d_c);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
       return detail::nccl_merge_cuda_error(e, "round C pack kernel launch");
@@ -256,7 +274,7 @@ inline nccl_merge_status nccl_merge_nccl_error(ncclResult_t r, ncclComm_t comm, 
       return detail::nccl_merge_nccl_error(r, comm, "round C ncclAllReduce (SUM)");
     }
   }
-  detail::nccl_finish_kernel<<<blocks, detail::nccl_merge_threads, 0, stream>>>(
+  detail::nccl_finish_kernel<void><<<blocks, detail::nccl_merge_threads, 0, stream>>>(
       layout, d_a, d_b, d_c, lists.d_stats_out, lists.d_entropy_out);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return detail::nccl_merge_cuda_error(e, "finish kernel launch");
