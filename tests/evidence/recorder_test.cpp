@@ -123,3 +123,29 @@ TEST_CASE("after warm-up a step allocates nothing") {
   for (int i = 100; i < 300; ++i) step(i);
   CHECK(mldiag_test::allocations() == before);
 }
+
+TEST_CASE("the step hook sees the finished snapshot and a hook that throws leaves the step closed") {
+  mldiag::recorder rec(4);
+  int calls = 0;
+  rec.set_step_hook([&](mldiag::snapshot& s, mldiag::name_table& names) {
+    ++calls;
+    if (s.step == 1) throw mldiag::error("hook failed");
+    s.loss = 2.0 * s.loss;  // what the history keeps is what the hook left
+    (void)names.intern("from the hook");
+  });
+  rec.begin_step(0);
+  rec.record_loss(1.5);
+  CHECK(rec.end_step().loss == 3.0);
+  CHECK(rec.past().back().loss == 3.0);
+  CHECK(rec.names().size() == 1);
+  rec.begin_step(1);
+  CHECK_THROWS_WITH(rec.end_step(), doctest::Contains("hook failed"));
+  CHECK(rec.past().size() == 1);  // the failed step did not join the history
+  rec.begin_step(2);              // and the recorder is not stuck in it
+  CHECK(rec.end_step().step == 2);
+  CHECK(calls == 3);
+  rec.set_step_hook({});
+  rec.begin_step(3);
+  (void)rec.end_step();
+  CHECK(calls == 3);
+}
