@@ -27,28 +27,28 @@ struct monitor_config {
   std::size_t history = 512;
   /// Number of classes of a cross-entropy task (enables the initial-loss check); 0 = unknown.
   double classes = 0;
-  std::vector<std::string> detectors;
+  std::vector<std::string> detectors = {};
 };
 
 /// The L0 checks: static configuration, before the first step. Each field that is set is
 /// checked; findings map to the method's questions (see docs/method.md).
 struct training_config {
-  std::optional<double> learning_rate;
-  std::optional<double> classes;
-  std::optional<double> label_min, label_max;  ///< the labels' range in the data
+  std::optional<double> learning_rate = {};
+  std::optional<double> classes = {};
+  std::optional<double> label_min = {}, label_max = {};  ///< the labels' range in the data
   bool fp16 = false;
   bool loss_scaling = true;
-  std::optional<int> data_loader_workers;
+  std::optional<int> data_loader_workers = {};
   /// Tokens (or samples) one device processes per step (micro-batch x sequence length).
-  std::optional<double> tokens_per_step;
+  std::optional<double> tokens_per_step = {};
   // 4096: a GEMM of a d=768 layer fills one wave of an H100's 132 SMs with 128x128 tiles only
   // from M = 132 / (768 / 128) x 128 = 2816 rows; below ~4k tokens the kernels are too small.
   double min_tokens_per_step = 4096;
   /// Whether fused (flash) attention is on; unset = not known.
-  std::optional<bool> fused_attention;
+  std::optional<bool> fused_attention = {};
   /// The dtype the matmuls actually run in, and whether mixed precision (bf16/fp16 autocast)
   /// was meant: f32 compute with mixed precision meant is the "fp32 where bf16 was meant" fault.
-  std::optional<dtype> compute_dtype;
+  std::optional<dtype> compute_dtype = {};
   bool mixed_precision = false;
 };
 
@@ -77,9 +77,10 @@ class monitor {
     } else {
       for (const auto& n : config_.detectors) detectors_.add(detectors::make_detector(n));
     }
+    // The detectors that need the number of classes get it in their place (once each).
     if (config_.classes > 1) {
-      detectors_.add(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
-      detectors_.add(detectors::make_detector("chance_level", {{"classes", config_.classes}}));
+      detectors_.replace(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
+      detectors_.replace(detectors::make_detector("chance_level", {{"classes", config_.classes}}));
     }
     step_findings_.reserve(16);
   }
@@ -130,12 +131,18 @@ class monitor {
     ensure_open();
     open_ = false;
     step_findings_.clear();
-    detectors_.observe({recorder_.end_step(), recorder_.past(), recorder_.names()}, step_findings_);
+    const snapshot& now = recorder_.end_step();
+    detectors_.observe({now, recorder_.past(), recorder_.names()}, step_findings_);
     for (auto& f : pending_) step_findings_.push_back(std::move(f));
     pending_.clear();
+    mark_consequences(now.step);
     for (const auto& f : step_findings_) deliver(f);
     return step_findings_;
   }
+
+  /// Steps after a run-breaking event was last seen during which later findings are still
+  /// marked as its consequences (finding::consequence_of).
+  static constexpr std::int64_t consequence_horizon = 100;
 
   /// L0: checks a static training configuration before the first step; findings are
   /// delivered (and open diagnoses) like runtime ones.
@@ -149,6 +156,9 @@ class monitor {
     } else if (c.learning_rate && *c.learning_rate > 1.0) {
       add(question::convergence, "learning rate absurdly large", severity::warning, {{"lr", *c.learning_rate}});
     }
+    // The observed learning rate is compared with the configured peak from now on.
+    if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
+      detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
     if (c.classes && c.label_min && c.label_max && (*c.label_min < 0 || *c.label_max >= *c.classes)) {
       add(question::convergence, "labels out of range", severity::critical,
           {{"label_min", *c.label_min}, {"label_max", *c.label_max}, {"classes", *c.classes}});
@@ -205,6 +215,8 @@ class monitor {
   }
 
   [[nodiscard]] const recorder& evidence() const noexcept { return recorder_; }
+  /// The detectors the monitor runs, in order.
+  [[nodiscard]] const detectors::dynamic_set& detector_set() const noexcept { return detectors_; }
   /// The phase-1 baseline of the run so far: its findings, recent loss, obvious checks.
   [[nodiscard]] protocol::evidence_summary baseline() const {
     return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.classes));
@@ -214,12 +226,36 @@ class monitor {
   void ensure_open() {
     if (!open_) begin_step(next_step_);
   }
+  // A critical non-finite value or a lost loss breaks the run: what other detectors report
+  // from that step on (while it was seen in the last consequence_horizon steps) is downstream
+  // of it — vanishing gradients from the zeros left in NaN gradients, an update ratio of NaN
+  // parameters — and is marked so instead of being reported as a cause.
+  void mark_consequences(std::int64_t step) {
+    for (const auto& f : step_findings_) {
+      const bool breaking = f.severity == severity::critical &&
+                            (f.detector == "non_finite" || f.symptom == "missing loss value");
+      if (!breaking) continue;
+      if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {
+        breaking_step_ = step;
+        breaking_symptom_ = f.symptom;
+      }
+      breaking_last_ = step;
+    }
+    if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) return;
+    for (auto& f : step_findings_) {
+      if (f.detector == "non_finite" || f.symptom == "missing loss value") continue;
+      f.consequence_of = breaking_symptom_;
+      f.consequence_of_step = breaking_step_;
+    }
+  }
+
   void deliver(const finding& f) {
     for (auto& s : sinks_) s(f);
     if (f.severity < severity::warning) return;
     // The baseline keeps the first findings: bounded, so a fault that fires every step of a
     // long run does not grow memory.
     if (all_findings_.size() < max_kept_findings) all_findings_.push_back(f);
+    if (f.is_consequence()) return;  // evidence of the breaking event, not a cause of its own
     for (const auto& [opened, dx] : diagnoses_)
       if (opened.question == f.question && opened.symptom == f.symptom) return;
     diagnoses_.emplace_back(f, protocol::diagnose(f.question, {f}));
@@ -232,6 +268,8 @@ class monitor {
   std::vector<std::function<void(const finding&)>> sinks_;
   std::vector<std::pair<finding, protocol::evidence_phase>> diagnoses_;
   std::int64_t next_step_ = 0;
+  std::int64_t breaking_step_ = -1, breaking_last_ = -1;
+  std::string breaking_symptom_;
   bool open_ = false;
   static constexpr std::size_t max_kept_findings = 1024;
 };

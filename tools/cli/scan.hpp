@@ -3,8 +3,7 @@
 /// norm, learning rate, loss scale) through the default Q1/Q2 detectors.
 #pragma once
 
-#include "mldiag/detectors/catalogue.hpp"
-#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/monitor.hpp"
 #include "mldiag/report/run_log.hpp"
 
 #include <cmath>
@@ -20,9 +19,12 @@ struct scan_result {
   std::size_t steps = 0;
 };
 
-/// Replays `run` step by step through `detectors::default_set()`: a step's logged `loss`,
-/// `val_loss`, `lr`, `grad/global_norm` and `loss_scale` become its evidence (a value logged
-/// as NaN or Inf is evidence too; a value not logged at a step is not recorded there).
+/// Replays `run` step by step through a `mldiag::monitor` with the default detectors — the
+/// same semantics as a live run, consequences of a non-finite event marked as such: a step's
+/// logged `loss`, `val_loss`, `lr`, `grad/global_norm` and `loss_scale` become its evidence (a
+/// value logged as NaN or Inf is evidence too; a value not logged at a step is not recorded
+/// there). A detector that needs more loss values than the log has (a window, a warm-up) is
+/// named in a note, "too few points to judge", instead of staying silent.
 ///
 /// A gradient-norm column that is exactly zero wherever it is finite is not a measurement
 /// (BigScience's 13B logs print `grad norm: 0.000` when the norm is not computed): it is left
@@ -55,26 +57,35 @@ struct scan_result {
   if (loss == nullptr && val_loss == nullptr && grad_norm == nullptr)
     out.notes.emplace_back("no loss, validation loss or gradient norm in this log: nothing for the detectors to read");
 
-  recorder rec(64);
-  auto set = detectors::default_set();
-  std::vector<finding> step_findings;
+  monitor mon({.history = 64});
   auto logged = [](const std::vector<double>* column, std::size_t i, double& v) {
     if (column == nullptr || report::run_log::is_absent((*column)[i])) return false;
     v = (*column)[i];
     return true;
   };
+  std::size_t losses = 0;
   for (std::size_t i = 0; i < run.steps.size(); ++i) {
-    rec.begin_step(run.steps[i]);
+    mon.begin_step(run.steps[i]);
     double v = 0.0;
-    if (logged(loss, i, v)) rec.record_loss(v);
-    if (logged(val_loss, i, v)) rec.record_val_loss(v);
-    if (logged(lr, i, v)) rec.record_lr(v);
-    if (logged(grad_norm, i, v)) rec.record_grad_norm(v);
-    if (logged(loss_scale, i, v)) rec.record_loss_scale(v);
-    const auto& now = rec.end_step();
-    step_findings.clear();
-    set.observe({now, rec.past(), rec.names()}, step_findings);
-    for (auto& f : step_findings) out.findings.push_back({run.steps[i], std::move(f)});
+    if (logged(loss, i, v)) {
+      mon.observe_loss(v);
+      losses += std::isfinite(v) ? 1 : 0;
+    }
+    if (logged(val_loss, i, v)) mon.observe_val_loss(v);
+    if (logged(lr, i, v)) mon.observe_lr(v);
+    if (logged(grad_norm, i, v)) mon.observe_grad_norm(v);
+    if (logged(loss_scale, i, v)) mon.observe_loss_scale(v);
+    for (const auto& f : mon.end_step()) out.findings.push_back({run.steps[i], f});
+  }
+  if (loss != nullptr) {
+    const auto& set = mon.detector_set();
+    for (std::size_t d = 0; d < set.size(); ++d) {
+      const std::size_t needs = set[d].needs_losses();
+      if (needs > losses) {
+        out.notes.push_back(std::string(set[d].name()) + ": too few points to judge (it needs " + std::to_string(needs) +
+                            " loss values; the log has " + std::to_string(losses) + ")");
+      }
+    }
   }
   out.steps = run.steps.size();
   return out;

@@ -60,8 +60,8 @@ any_detector configured(std::string_view detector_name, const parameters& p,
 
 /// Every detector the catalogue has, in the default set's order.
 inline constexpr std::string_view detector_names[] = {
-    "non_finite", "exploding_gradients", "loss_spike", "divergence", "lr_sanity", "initial_loss",
-    "chance_level", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
+    "non_finite", "exploding_gradients", "loss_spike", "divergence", "lr_sanity", "configured_lr", "initial_loss",
+    "chance_level", "constant_loss", "train_val_gap", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
     "saturation", "frozen_parameters", "update_ratio", "attention_collapse", "expert_imbalance",
     "residual_write_ratio", "embedding_growth", "parameter_drift", "probabilities_as_logits",
     "input_starvation", "layer_dominates", "low_mfu", "throughput_below_target", "communication_overhead",
@@ -73,19 +73,37 @@ inline constexpr std::string_view detector_names[] = {
   using detail::configured;
   using detail::field;
   if (n == "non_finite") {
-    if (!p.empty()) throw error("make_detector 'non_finite': unknown parameter '" + p.begin()->first + "'; its parameters are: none");
-    return any_detector(non_finite{});
+    using C = non_finite::config;
+    return configured<non_finite>(n, p, std::array{field<C>{"sustain", &C::sustain}});
+  }
+  if (n == "configured_lr") {
+    using C = configured_lr::config;
+    return configured<configured_lr>(n, p, std::array{field<C>{"peak", &C::peak}, field<C>{"max_factor", &C::max_factor}});
+  }
+  if (n == "constant_loss") {
+    using C = constant_loss::config;
+    return configured<constant_loss>(n, p, std::array{field<C>{"steps", &C::steps}, field<C>{"tolerance", &C::tolerance}});
+  }
+  if (n == "train_val_gap") {
+    using C = train_val_gap::config;
+    return configured<train_val_gap>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_ratio", &C::min_ratio},
+                                                      field<C>{"min_gap", &C::min_gap}});
   }
   if (n == "exploding_gradients") {
     using C = exploding_gradients::config;
     return configured<exploding_gradients>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
-                                                            field<C>{"warn_ratio", &C::warn_ratio}, field<C>{"critical_ratio", &C::critical_ratio}});
+                                                            field<C>{"warn_ratio", &C::warn_ratio}, field<C>{"critical_ratio", &C::critical_ratio},
+                                                            field<C>{"loss_rise", &C::loss_rise},
+                                                            field<C>{"rebase_improvement", &C::rebase_improvement},
+                                                            field<C>{"growth_window", &C::growth_window}});
   }
   if (n == "loss_spike") {
     using C = loss_spike::config;
     return configured<loss_spike>(n, p, std::array{field<C>{"factor", &C::factor}, field<C>{"sustain", &C::sustain},
                                                    field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
-                                                   field<C>{"critical_factor", &C::critical_factor}, field<C>{"min_rise", &C::min_rise}});
+                                                   field<C>{"critical_factor", &C::critical_factor}, field<C>{"min_rise", &C::min_rise},
+                                                   field<C>{"min_mads", &C::min_mads},
+                                                   field<C>{"immediate_factor", &C::immediate_factor}});
   }
   if (n == "divergence") {
     using C = divergence::config;
@@ -93,7 +111,7 @@ inline constexpr std::string_view detector_names[] = {
                                                    field<C>{"rise_steps", &C::rise_steps}, field<C>{"rise_fraction", &C::rise_fraction},
                                                    field<C>{"elevated", &C::elevated}, field<C>{"min_step_rise", &C::min_step_rise},
                                                    field<C>{"baseline_window", &C::baseline_window},
-                                                   field<C>{"min_rise", &C::min_rise}});
+                                                   field<C>{"min_rise", &C::min_rise}, field<C>{"min_mads", &C::min_mads}});
   }
   if (n == "lr_sanity") {
     using C = lr_sanity::config;

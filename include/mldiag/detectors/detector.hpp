@@ -5,6 +5,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <cstddef>
@@ -57,6 +58,52 @@ class edge {
  private:
   bool active_ = false;
 };
+
+/// An episode of a lasting condition, for detectors whose finding names places: `report`
+/// is true on the step the condition starts, and again while it holds whenever the severity
+/// rises above the highest reported or a place not reported before joins — a second layer
+/// dying, a layer going from 99% to 100% zeros. A condition that stops and starts again is a
+/// new episode. Allocates only when a new place joins.
+class episode {
+ public:
+  bool report(bool condition, severity level, const std::vector<std::pair<std::string, double>>& where) {
+    if (!condition) {
+      active_ = false;
+      return false;
+    }
+    bool news = false;
+    if (!active_) {
+      places_.clear();
+      reported_ = level;
+      news = true;
+    } else if (level > reported_) {
+      reported_ = level;
+      news = true;
+    }
+    for (const auto& place : where) {
+      if (std::find(places_.begin(), places_.end(), place.first) != places_.end()) continue;
+      places_.push_back(place.first);
+      news = true;
+    }
+    active_ = true;
+    return news;
+  }
+  [[nodiscard]] bool active() const noexcept { return active_; }
+
+ private:
+  bool active_ = false;
+  severity reported_ = severity::info;
+  std::vector<std::string> places_;
+};
+
+/// How many loss observations a detector needs before it can judge at all (its warm-up or
+/// window); detectors that read the loss over a window say so with `needs_losses()`, so that a
+/// short log is answered "too few points to judge" instead of silence.
+template <class D>
+[[nodiscard]] std::size_t needs_losses(const D& d) {
+  if constexpr (requires { { d.needs_losses() } -> std::convertible_to<std::size_t>; }) return d.needs_losses();
+  else return 0;
+}
 
 /// Lets the inner detector build its state for the first `steps` steps, and drops what it
 /// reports meanwhile.
@@ -176,18 +223,21 @@ class any_detector {
   explicit any_detector(D d) : self_(std::make_unique<model<D>>(std::move(d))) {}
   void observe(const observation& o, std::vector<finding>& out) { self_->observe(o, out); }
   [[nodiscard]] std::string_view name() const { return self_->name(); }
+  [[nodiscard]] std::size_t needs_losses() const { return self_->needs_losses(); }
 
  private:
   struct concept_t {
     virtual ~concept_t() = default;
     virtual void observe(const observation& o, std::vector<finding>& out) = 0;
     [[nodiscard]] virtual std::string_view name() const = 0;
+    [[nodiscard]] virtual std::size_t needs_losses() const = 0;
   };
   template <class D>
   struct model final : concept_t {
     explicit model(D d) : detector(std::move(d)) {}
     void observe(const observation& o, std::vector<finding>& out) override { detector.observe(o, out); }
     [[nodiscard]] std::string_view name() const override { return detector.name(); }
+    [[nodiscard]] std::size_t needs_losses() const override { return detectors::needs_losses(detector); }
     D detector;
   };
   std::unique_ptr<concept_t> self_;
@@ -206,11 +256,23 @@ using parameters = std::map<std::string, double, std::less<>>;
 class dynamic_set {
  public:
   void add(any_detector d) { all_.push_back(std::move(d)); }
+  /// Puts `d` in place of the detector of the same name (keeping its place in the order), or
+  /// adds it where the set has none.
+  void replace(any_detector d) {
+    for (auto& x : all_) {
+      if (x.name() == d.name()) {
+        x = std::move(d);
+        return;
+      }
+    }
+    add(std::move(d));
+  }
   void observe(const observation& o, std::vector<finding>& out) {
     for (auto& d : all_) d.observe(o, out);
   }
   [[nodiscard]] std::string_view name() const { return "dynamic_set"; }
   [[nodiscard]] std::size_t size() const noexcept { return all_.size(); }
+  [[nodiscard]] const any_detector& operator[](std::size_t i) const { return all_.at(i); }
 
  private:
   std::vector<any_detector> all_;

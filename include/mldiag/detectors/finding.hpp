@@ -53,6 +53,12 @@ struct finding {
   /// The numbers behind it, by name (e.g. {"ratio_to_median", 66.0}).
   std::vector<std::pair<std::string, double>> evidence;
   std::string detector;  ///< which detector produced it
+  /// Set when the finding is downstream of an earlier critical event (the run went
+  /// non-finite): that event's symptom and step. Such a finding is a consequence, not a new
+  /// cause: the monitor opens no diagnosis for it. Empty and -1 otherwise.
+  std::string consequence_of;
+  std::int64_t consequence_of_step = -1;
+  [[nodiscard]] bool is_consequence() const noexcept { return consequence_of_step >= 0; }
 };
 
 /// What a detector sees at each step: the newest snapshot, the history and the names.

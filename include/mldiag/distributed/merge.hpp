@@ -287,9 +287,11 @@ class snapshot_layout {
 
 namespace detail {
 
-inline cell scalar_cell(cell::kind k, double v, int rank) noexcept {
+// `present`: the value was observed on this rank. A NaN that was observed (a loss, a gradient
+// norm) is evidence and travels; timings and memory use NaN for "not measured".
+inline cell scalar_cell(cell::kind k, double v, int rank, bool present) noexcept {
   cell c;
-  if (std::isnan(v)) return c;  // not measured on this rank
+  if (!present) return c;
   c.type = k;
   c.rank = rank;
   std::array<double, 11> a{};
@@ -337,19 +339,19 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
   out.assign(layout.size(), cell{});
   std::uint64_t unknown = 0;
   // The step is always present (-1 included) so that ranks at different steps show.
-  out[L::h_step] = detail::scalar_cell(k::agree, static_cast<double>(s.step), rank);
-  if (s.has_loss) out[L::h_loss] = detail::scalar_cell(k::mean, s.loss, rank);
-  if (s.has_val_loss) out[L::h_val_loss] = detail::scalar_cell(k::mean, s.val_loss, rank);
-  if (s.has_lr) out[L::h_lr] = detail::scalar_cell(k::agree, s.lr, rank);
-  if (s.has_loss_scale) out[L::h_loss_scale] = detail::scalar_cell(k::agree, s.loss_scale, rank);
+  out[L::h_step] = detail::scalar_cell(k::agree, static_cast<double>(s.step), rank, true);
+  out[L::h_loss] = detail::scalar_cell(k::mean, s.loss, rank, s.has_loss);
+  out[L::h_val_loss] = detail::scalar_cell(k::mean, s.val_loss, rank, s.has_val_loss);
+  out[L::h_lr] = detail::scalar_cell(k::agree, s.lr, rank, s.has_lr);
+  out[L::h_loss_scale] = detail::scalar_cell(k::agree, s.loss_scale, rank, s.has_loss_scale);
   // The gradient norm a framework reports (clip_grad_norm_'s return value, Megatron's) is the
   // global one on every rank, sharded or not: it must agree. The norm of sharded gradients
   // observed as tensors comes from the merged tensors (snapshot::global_grad_norm).
-  out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank);
+  out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank, s.has_grad_norm);
   const auto& t = s.timings;
   std::size_t h = L::h_data_wait;
   for (double v : {t.data_wait, t.forward, t.backward, t.optimizer, t.communication, t.total})
-    out[h++] = detail::scalar_cell(k::maximum, v, rank);
+    out[h++] = detail::scalar_cell(k::maximum, v, rank, !std::isnan(v));
   const auto& m = s.memory;
   if (!detail::all_nan({m.allocated, m.reserved, m.peak, m.capacity, m.largest_free_block, m.used, m.host_rss, m.host_rss_peak})) {
     cell& c = out[L::h_memory];
@@ -392,7 +394,7 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
     }
   }
   for (const auto& [id, v] : s.drift)
-    if (cell* c = place(static_cast<std::uint8_t>(L::slot::drift), id)) *c = detail::scalar_cell(k::maximum, v, rank);
+    if (cell* c = place(static_cast<std::uint8_t>(L::slot::drift), id)) *c = detail::scalar_cell(k::maximum, v, rank, true);
   for (const auto& a : s.attention) {
     if (cell* c = place(static_cast<std::uint8_t>(L::slot::attention), a.id)) {
       entropy_stats merged = c->type == k::entropy ? c->get<entropy_stats>() : entropy_stats{};
@@ -410,7 +412,7 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
     }
   }
   for (const auto& l : s.layer_times)
-    if (cell* c = place(static_cast<std::uint8_t>(L::slot::layer_time), l.id)) *c = detail::scalar_cell(k::maximum, l.seconds, rank);
+    if (cell* c = place(static_cast<std::uint8_t>(L::slot::layer_time), l.id)) *c = detail::scalar_cell(k::maximum, l.seconds, rank, true);
   out[L::h_unknown].type = k::count;
   out[L::h_unknown].set(unknown);
   return unknown;
@@ -447,8 +449,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
   };
   agreed(L::h_lr, "learning rate", s.has_lr, s.lr);
   agreed(L::h_loss_scale, "loss scale", s.has_loss_scale, s.loss_scale);
-  bool has_norm = false;
-  agreed(L::h_grad_norm, "gradient norm", has_norm, s.grad_norm);
+  agreed(L::h_grad_norm, "gradient norm", s.has_grad_norm, s.grad_norm);
   const auto max_of = [&](std::size_t h) {
     return merged[h].type == k::maximum ? value(h) : std::numeric_limits<double>::quiet_NaN();
   };

@@ -79,7 +79,11 @@ class recorder {
   void record_lr(double lr) { require_open("record_lr"); current_.has_lr = true; current_.lr = lr; }
   void record_loss_scale(double s) { require_open("record_loss_scale"); current_.has_loss_scale = true; current_.loss_scale = s; }
   /// A global gradient norm computed elsewhere (e.g. by the optimizer's clipping).
-  void record_grad_norm(double norm) { require_open("record_grad_norm"); current_.grad_norm = norm; }
+  void record_grad_norm(double norm) {
+    require_open("record_grad_norm");
+    current_.has_grad_norm = true;
+    current_.grad_norm = norm;
+  }
   void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
   /// Memory evidence; every known value must be >= 0 and allocated must not exceed reserved
   /// (reserved includes allocated in every caching allocator).

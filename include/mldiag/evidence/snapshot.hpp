@@ -19,6 +19,15 @@
 
 namespace mldiag {
 
+/// The L2 norm of a tensor as `torch.linalg.norm` reports it: NaN when any element is NaN,
+/// +Inf when any is infinite, else the norm of the elements. (tensor_stats::l2_norm() is the
+/// norm of the finite elements alone: a different question, and 0 for an all-NaN tensor.)
+[[nodiscard]] inline double norm_of(const tensor_stats& s) noexcept {
+  if (s.nan > 0) return std::numeric_limits<double>::quiet_NaN();
+  if (s.pos_inf + s.neg_inf > 0) return std::numeric_limits<double>::infinity();
+  return s.l2_norm();
+}
+
 /// Stable small integers for tensor names: interned once (allocation), looked up after that
 /// without allocating (heterogeneous lookup by string_view).
 class name_table {
@@ -146,7 +155,10 @@ struct snapshot {
   double lr = std::numeric_limits<double>::quiet_NaN();
   bool has_loss_scale = false;
   double loss_scale = std::numeric_limits<double>::quiet_NaN();
-  /// A global gradient norm given directly (logs often have only this); NaN when absent.
+  /// A global gradient norm given directly (logs often have only this, clip_grad_norm_
+  /// returns it). `has_grad_norm` says whether one was given: a given NaN or Inf is evidence
+  /// (a skipped fp16 step, or a real failure), not an absent value.
+  bool has_grad_norm = false;
   double grad_norm = std::numeric_limits<double>::quiet_NaN();
 
   std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates;
@@ -167,7 +179,7 @@ struct snapshot {
   void clear(std::int64_t new_step) noexcept {
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     step = new_step;
-    has_loss = has_val_loss = has_lr = has_loss_scale = false;
+    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = false;
     loss = val_loss = lr = loss_scale = grad_norm = nan;
     for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates}) v->clear();
     drift.clear();
@@ -196,13 +208,16 @@ struct snapshot {
     return const_cast<std::vector<tensor_evidence>&>(std::as_const(*this).of(r));
   }
 
-  /// The global gradient norm: `grad_norm` when given, else the L2 norm of every recorded
-  /// gradient's finite elements (NaN when neither exists).
+  /// Whether a global gradient norm exists this step: given, or computable from gradients.
+  [[nodiscard]] bool has_global_grad_norm() const noexcept { return has_grad_norm || !gradients.empty(); }
+  /// The global gradient norm: `grad_norm` when given (NaN or Inf included), else the norm of
+  /// every recorded gradient as a framework computes it: NaN when an element is NaN, +Inf when
+  /// one is infinite (see `norm_of`). NaN also when neither exists: ask has_global_grad_norm().
   [[nodiscard]] double global_grad_norm() const noexcept {
-    if (!std::isnan(grad_norm) || gradients.empty()) return grad_norm;
+    if (has_grad_norm || gradients.empty()) return grad_norm;
     tensor_stats all;
     for (const auto& g : gradients) all.merge(g.stats);
-    return all.l2_norm();
+    return norm_of(all);
   }
 
 };

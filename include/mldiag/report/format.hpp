@@ -90,7 +90,7 @@ Out format_snapshot(Out out, const snapshot& s, const name_table* names, bool de
   if (s.has_val_loss) out = fmt::format_to(out, " val_loss={:.6g}", s.val_loss);
   if (s.has_lr) out = fmt::format_to(out, " lr={:.3g}", s.lr);
   if (s.has_loss_scale) out = fmt::format_to(out, " loss_scale={:g}", s.loss_scale);
-  if (const double g = s.global_grad_norm(); !std::isnan(g)) out = fmt::format_to(out, " grad_norm={:.4g}", g);
+  if (const double g = s.global_grad_norm(); s.has_global_grad_norm()) out = fmt::format_to(out, " grad_norm={:.4g}", g);
   if (!detailed) {
     return fmt::format_to(out, " ({} gradients, {} parameters, {} activations)", s.gradients.size(), s.parameters.size(),
                           s.activations.size());

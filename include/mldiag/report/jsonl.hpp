@@ -88,10 +88,10 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   if (s.has_val_loss) field("val_loss", s.val_loss);
   if (s.has_lr) field("lr", s.lr);
   if (s.has_loss_scale) field("loss_scale", s.loss_scale);
-  if (!std::isnan(s.grad_norm) || !s.gradients.empty()) field("grad/global_norm", s.global_grad_norm());
+  if (s.has_global_grad_norm()) field("grad/global_norm", s.global_grad_norm());
   for (const role r : {role::gradient, role::parameter, role::activation, role::residual_input, role::block_output, role::update}) {
     for (const auto& t : s.of(r)) {
-      field(named(metric_prefix(r), t.id, "norm"), t.stats.l2_norm());
+      field(named(metric_prefix(r), t.id, "norm"), norm_of(t.stats));  // NaN at the blow-up, not 0
       if (t.stats.non_finite() > 0) field(named(metric_prefix(r), t.id, "nonfinite"), static_cast<double>(t.stats.non_finite()));
       if (r == role::activation && t.stats.count > 0)
         field(named("act", t.id, "zero_fraction"), static_cast<double>(t.stats.zeros) / static_cast<double>(t.stats.count));
