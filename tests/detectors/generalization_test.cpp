@@ -166,7 +166,7 @@ TEST_CASE("findings downstream of a blow-up are consequences and open no diagnos
   for (int i = 0; i < 20; ++i) blown[static_cast<std::size_t>(i)] = 0.0f;  // what is left: 20 zeros
   const auto d = run_monitor(mon, 80, [&](int i, mldiag::monitor& m) {
     m.observe_loss(i < 40 ? 2.0 - 0.01 * i : not_a_number);
-    m.observe_lr(i < 60 ? 1e-3 : 5.0);  // at step 60 the lr goes absurd: downstream too
+    m.observe_lr(i < 60 ? 1e-3 : 50.0);  // at step 60 the lr goes absurd: downstream too
     m.observe(role::gradient, "w", i < 40 ? good : blown);
   });
   const auto lr = d.named("learning rate absurdly large");
@@ -181,7 +181,7 @@ TEST_CASE("findings downstream of a blow-up are consequences and open no diagnos
   mldiag::monitor later;
   const auto e = run_monitor(later, 400, [&](int i, mldiag::monitor& m) {
     m.observe_loss(i == 10 ? not_a_number : 2.0);
-    m.observe_lr(i < 300 ? 1e-3 : 5.0);
+    m.observe_lr(i < 300 ? 1e-3 : 50.0);
   });
   REQUIRE(e.named("learning rate absurdly large").size() == 1);
   CHECK_FALSE(e.named("learning rate absurdly large")[0].is_consequence());
@@ -286,7 +286,7 @@ TEST_CASE("exploding gradients: a regime change while the loss falls is not an e
   CHECK(n.named("exploding gradients")[0].first_step == 5);
 }
 
-TEST_CASE("loss_spike: small noisy batches do not spike; a real spike and a 10^8x jump do") {
+TEST_CASE("loss_spike: small noisy batches do not spike, a real spike and a 10^8x jump do") {
   // Batch-64 losses late in training: median ~0.1, heavy right tail.
   std::mt19937_64 rng(11);
   std::gamma_distribution<double> batch(1.5, 0.07);

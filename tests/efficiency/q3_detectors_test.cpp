@@ -334,7 +334,7 @@ TEST_CASE(
   std::vector<double> ranks(8);
   auto step = [&](int i) {
     rec.begin_step(i);
-    rec.record_loss(1.0 + 3.0 * std::exp(-i / 300.0) + 0.01 * (i % 7));
+    rec.record_loss(1.0 + 3.0 * std::exp(-i / 300.0) + 0.01 * ((3 * i) % 7));
     mldiag::step_timings t;
     t.data_wait = gauss(rng, 0.002, 0.2);
     t.communication = gauss(rng, 0.006, 0.2);
@@ -396,7 +396,7 @@ TEST_CASE(
   mldiag::monitor mon;
   const double ranks[] = {0.1, 0.1};
   for (int step = 0; step < 40; ++step) {
-    mon.observe_loss(2.0);
+    mon.observe_loss(2.0 - 0.001 * step);  // a loss that moves: a constant one is a finding of its own
     mon.observe_mfu(0.1);
     mon.observe_tensor_core_activity(0.2);
     mon.observe_throughput(1e4, 1e5);

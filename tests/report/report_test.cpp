@@ -145,10 +145,17 @@ TEST_CASE("JSON Lines: a run written by the sink reads back to the same numbers"
   const auto* g = log.metric("grad/blocks.0/w \"q\"/norm");
   REQUIRE(g != nullptr);
   CHECK((*g)[2] == 10.0);  // |(6, 8, 0)|
-  CHECK((*g)[4] == 20.0);  // the NaN is excluded from the norm ...
+  // A tensor holding a NaN has a NaN norm, as torch.linalg.norm reports it: a plot shows the
+  // blow-up, not a norm that falls (issue 15: an all-NaN gradient was written as 0) ...
+  CHECK(std::isnan((*g)[4]));
+  CHECK_FALSE(r::run_log::is_absent((*g)[4]));
+  const auto* global = log.metric("grad/global_norm");
+  REQUIRE(global != nullptr);
+  CHECK((*global)[2] == 10.0);
+  CHECK(std::isnan((*global)[4]));
   const auto* nf = log.metric("grad/blocks.0/w \"q\"/nonfinite");
   REQUIRE(nf != nullptr);
-  CHECK((*nf)[4] == 1.0);  // ... and counted
+  CHECK((*nf)[4] == 1.0);  // ... and the non-finite elements are counted
   CHECK(r::run_log::is_absent((*nf)[3]));
   REQUIRE(log.findings.size() == 1);
   CHECK(log.findings[0].step == 30);

@@ -95,7 +95,8 @@ inline constexpr std::string_view detector_names[] = {
                                                             field<C>{"warn_ratio", &C::warn_ratio}, field<C>{"critical_ratio", &C::critical_ratio},
                                                             field<C>{"loss_rise", &C::loss_rise},
                                                             field<C>{"rebase_improvement", &C::rebase_improvement},
-                                                            field<C>{"growth_window", &C::growth_window}});
+                                                            field<C>{"growth_window", &C::growth_window},
+                                                            field<C>{"sustain", &C::sustain}});
   }
   if (n == "loss_spike") {
     using C = loss_spike::config;
@@ -158,7 +159,7 @@ inline constexpr std::string_view detector_names[] = {
   }
   if (n == "frozen_parameters") {
     using C = frozen_parameters::config;
-    return configured<frozen_parameters>(n, p, std::array{field<C>{"steps", &C::steps}});
+    return configured<frozen_parameters>(n, p, std::array{field<C>{"steps", &C::steps}, field<C>{"min_gradient", &C::min_gradient}});
   }
   if (n == "update_ratio") {
     using C = update_ratio::config;
@@ -174,7 +175,8 @@ inline constexpr std::string_view detector_names[] = {
     using C = expert_imbalance::config;
     return configured<expert_imbalance>(n, p, std::array{field<C>{"min_normalized_entropy", &C::min_normalized_entropy},
                                                          field<C>{"max_over_mean", &C::max_over_mean},
-                                                         field<C>{"sustain", &C::sustain}});
+                                                         field<C>{"sustain", &C::sustain},
+                                                         field<C>{"min_load_per_expert", &C::min_load_per_expert}});
   }
   if (n == "residual_write_ratio") {
     using C = residual_write_ratio::config;

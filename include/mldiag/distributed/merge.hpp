@@ -106,7 +106,7 @@ struct cell {
     maximum,     ///< a[0] = max
     count,       ///< u = sum
     argmax,      ///< the payload of the rank with the largest key (ties: lowest rank)
-    router,      ///< a[0] experts, a[1] dead (max), a[2] normalized entropy (min), a[3] max/mean (max)
+    router,      ///< a[0] experts, a[1] dead (max), a[2] normalized entropy (min), a[3] max/mean (max), a[4] total load (min)
   };
   kind type = kind::empty;
   std::uint16_t flags = 0;  ///< bit 0: ranks disagreed
@@ -212,6 +212,7 @@ inline void combine(const cell& lo, cell& hi) noexcept {
       b[1] = std::max(a[1], b[1]);
       b[2] = std::min(a[2], b[2]);
       b[3] = std::max(a[3], b[3]);
+      b[4] = std::min(a[4], b[4]);
       hi.set(b);
       break;
   }
@@ -408,7 +409,8 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
     if (cell* c = place(static_cast<std::uint8_t>(L::slot::router), r.id)) {
       c->type = k::router;
       c->rank = rank;
-      c->set(std::array<double, 4>{static_cast<double>(r.experts), static_cast<double>(r.dead), r.normalized_entropy, r.max_over_mean});
+      c->set(std::array<double, 5>{static_cast<double>(r.experts), static_cast<double>(r.dead), r.normalized_entropy,
+                                   r.max_over_mean, r.total_load});
     }
   }
   for (const auto& l : s.layer_times)
@@ -489,6 +491,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
       r.dead = static_cast<std::uint32_t>(a[1]);
       r.normalized_entropy = a[2];
       r.max_over_mean = a[3];
+      r.total_load = a[4];
       s.routers.push_back(r);
     } else if (slot == static_cast<std::uint8_t>(L::slot::layer_time) && x.type == k::maximum) {
       s.layer_times.push_back({id, x.values()[0]});

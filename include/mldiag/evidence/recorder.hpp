@@ -202,6 +202,7 @@ class recorder {
       top = l > top ? l : top;
       r.dead += l == 0.0 ? 1u : 0u;
     }
+    r.total_load = total;
     if (total > 0.0 && loads.size() > 1) {
       double h = 0.0;
       for (double l : loads)

@@ -75,6 +75,7 @@ struct router_evidence {
   std::uint32_t dead = 0;              ///< experts with zero load
   double normalized_entropy = 0.0;     ///< entropy of the load distribution / log(experts)
   double max_over_mean = 0.0;          ///< the busiest expert's load over the mean load
+  double total_load = 0.0;             ///< the loads' sum (tokens routed; 0 when not known)
 };
 
 /// Optional step-phase timings, in seconds (NaN where not measured).

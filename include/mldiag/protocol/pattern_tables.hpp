@@ -15,30 +15,38 @@ namespace mldiag::protocol {
 /// candidate hypotheses in phase 2; first actions are handed out only in phase 4.
 struct pattern_row {
   std::string_view table;
-  std::array<std::string_view, 3> signature;  // any of these symptoms matches ("" = unused)
+  std::array<std::string_view, 6> signature;  // any of these symptoms matches ("" = unused)
   std::string_view cause;
   std::string_view variable;  // the one thing a hypothesis for this cause changes
   std::string_view first_action;
 };
 
-/// Loss not decreasing (6 rows), efficiency (11 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 22> pattern_tables{{
+/// Loss not decreasing (8 rows), efficiency (11 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 23> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
-    {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike"}, "learning rate too high",
+    {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike", "learning rate absurdly large",
+                             "learning rate jumped", "learning rate above the configured peak"},
+     "learning rate too high",
      "learning_rate", "lower the learning rate 3-10x and add or lengthen warm-up"},
-    {"loss not decreasing", {"non-finite loss", "non-finite values in tensors", "exploding gradients"},
+    {"loss not decreasing", {"non-finite loss", "non-finite values in tensors", "exploding gradients", "non-finite gradient norm"},
      "numerical instability", "gradient_clipping",
      "clip the global gradient norm (e.g. 1.0), check fp16 loss scaling, find the first non-finite tensor"},
     {"loss not decreasing", {"vanishing gradients", "dead activations", "saturated activations"},
      "gradients do not reach early layers", "initialization",
      "check initialization scale and activations; add normalization or residual connections"},
-    {"loss not decreasing", {"initial loss far from ln(classes)", "loss stuck at chance level", "loss input looks like probabilities"},
+    {"loss not decreasing", {"initial loss far from ln(classes)", "loss stuck at chance level", "loss input looks like probabilities",
+                             "loss exactly zero"},
      "wrong loss function or labels", "loss_function",
      "check the loss against the task and the labels' range on one batch by hand"},
-    {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero"},
+    {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero", "loss constant from the start"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
+    // A training loss that leaves the validation loss far behind: the model memorizes what it
+    // is trained on (the same batch every step) or the two data sets differ.
+    {"loss not decreasing", {"training loss far below validation loss", "", ""}, "the model memorizes its training data",
+     "data_pipeline",
+     "check that batches change every step and that validation data goes through the same preprocessing as training data"},
     // From the distributed merge (distributed/mpi.hpp): data-parallel replicas that differ
     // train different models; the loss of the average stalls or wanders.
     {"loss not decreasing", {"replicas out of sync", "ranks disagree", ""}, "ranks out of sync", "gradient_synchronization",
