@@ -198,7 +198,8 @@ inline constexpr std::string_view detector_names[] = {
   }
   if (n == "input_starvation") {
     using C = input_starvation::config;
-    return configured<input_starvation>(n, p, std::array{field<C>{"max_share", &C::max_share}, field<C>{"sustain", &C::sustain}});
+    return configured<input_starvation>(n, p, std::array{field<C>{"max_share", &C::max_share}, field<C>{"sustain", &C::sustain},
+                                                         field<C>{"window", &C::window}});
   }
   if (n == "layer_dominates") {
     using C = layer_dominates::config;

@@ -21,39 +21,44 @@
 
 namespace mldiag::detectors {
 
-/// Q3: input starvation — the step waits for data: data_wait / total above `max_share` (0.3:
-/// the method's "GPU idle while the loader works"; a healthy loader that prefetches keeps it
-/// near 0) for `sustain` steps in a row. Needs `step_timings` with data_wait and total.
-/// Reports onsets.
+/// Q3: input starvation — the step waits for data: the median of data_wait / total over the
+/// last `window` (20) steps above `max_share` (0.3: the method's "GPU idle while the loader
+/// works"; a healthy loader that prefetches keeps it near 0) for `sustain` (5) steps in a row.
+/// Judged once the window is full (a run's first batches load cold). Needs `step_timings`
+/// with data_wait and total. Reports onsets.
 class input_starvation {
  public:
   struct config {
     double max_share = 0.3;
     std::size_t sustain = 5;
+    std::size_t window = 20;
   };
   input_starvation() : input_starvation(config{}) {}
-  explicit input_starvation(config c) : c_(c) {}
+  explicit input_starvation(config c) : c_(c), shares_(c.window == 0 ? 1 : c.window) {}
   [[nodiscard]] std::string_view name() const { return "input_starvation"; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.timings;
-    if (std::isnan(t.data_wait) || !(t.total > 0.0)) {
-      run_ = 0;
-      return;
-    }
+    if (std::isnan(t.data_wait) || !(t.total > 0.0)) return;
     const double share = t.data_wait / t.total;
-    run_ = share > c_.max_share ? run_ + 1 : 0;
+    shares_.push(share);
+    // The typical step of the window, not a run of unlucky ones: another process that loads
+    // the machine for a few steps stretches the loader's wait with it (issue 15: the LibTorch
+    // MNIST example, healthy, warned while a compile ran beside it).
+    const double typical = shares_.full() ? shares_.median() : 0.0;
+    run_ = typical > c_.max_share ? run_ + 1 : 0;
     if (fired_.rise(run_ >= c_.sustain)) {
       finding f = make_finding(question::efficiency, "input starvation", severity::warning, o.now.step, name(),
-                               {{"data_wait_share", share}, {"data_wait_s", t.data_wait}, {"step_s", t.total},
-                                {"max_share", c_.max_share}});
-      f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
-      f.where.emplace_back("data_loading", share);
+                               {{"data_wait_share", share}, {"median_share_in_window", typical}, {"data_wait_s", t.data_wait},
+                                {"step_s", t.total}, {"max_share", c_.max_share}});
+      f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain + c_.window / 2) + 1;
+      f.where.emplace_back("data_loading", typical);
       out.push_back(std::move(f));
     }
   }
 
  private:
   config c_;
+  signals::window shares_;
   std::size_t run_ = 0;
   edge fired_;
 };
