@@ -107,6 +107,11 @@ struct run_options {
   /// writer, a progress line).
   std::function<void(std::int64_t, const mldiag::monitor&, std::span<const mldiag::finding>)> on_step;
   double fault_magnitude = std::numeric_limits<double>::quiet_NaN();
+  /// Step and layer times from `synthetic_clock` instead of the steady clock, and the timing
+  /// faults added to them instead of slept or spun: a test that reads timing detectors then
+  /// cannot be decided by a loaded machine (issue 15). Real time stays for the benchmarks and
+  /// for a person's runs.
+  bool synthetic_time = false;
   [[nodiscard]] double magnitude(double default_value) const {
     return fault_magnitude == fault_magnitude ? fault_magnitude : default_value;
   }
@@ -209,6 +214,27 @@ inline void slow_down_layer(double step_seconds) {
   while (std::chrono::steady_clock::now() < until) {
   }
 }
+
+/// The synthetic clock of `run_options::synthetic_time`: every step takes the same nominal
+/// phase times (a 3.6 ms step), and the timing faults add what a real run would feel — the
+/// starved loader waits twice a step, the slow layer takes a whole step more.
+struct synthetic_clock {
+  static constexpr double data_wait = 0.1e-3, forward = 1.0e-3, backward = 2.0e-3, optimizer = 0.5e-3;
+  static constexpr double step = data_wait + forward + backward + optimizer;
+  [[nodiscard]] static mldiag::step_timings timings(bool starving, bool slow_layer) {
+    mldiag::step_timings t;
+    t.data_wait = data_wait + (starving ? 2.0 * step : 0.0);
+    t.forward = forward + (slow_layer ? step : 0.0);
+    t.backward = backward;
+    t.optimizer = optimizer;
+    t.total = t.data_wait + t.forward + t.backward + t.optimizer;
+    return t;
+  }
+  /// One of `layers` timed layers' forward time.
+  [[nodiscard]] static double layer(std::size_t layers, bool slow) {
+    return forward / static_cast<double>(layers) + (slow ? step : 0.0);
+  }
+};
 
 /// The running mean of a run's step time before the onset, which the timing faults scale
 /// from (so they mean the same on a fast and a slow machine).

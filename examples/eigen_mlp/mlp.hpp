@@ -163,7 +163,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     std::array<double, layers> layer_seconds{};
 
     // Data: a random batch.
-    if (o.active(fault::input_starvation, step)) starve_input(before_onset.step);
+    if (o.active(fault::input_starvation, step) && !o.synthetic_time) starve_input(before_onset.step);
     for (int i = 0; i < batch; ++i) {
       const Eigen::Index k = pick(rng);
       xb.row(i) = data.x.row(k);
@@ -180,9 +180,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       auto& L = net[static_cast<std::size_t>(l)];
       L.z = (*input * L.w.transpose()).rowwise() + L.b.transpose();
       L.h = l + 1 < layers ? matrix(L.z.cwiseMax(0.0f)) : L.z;
-      if (o.active(fault::slow_layer, step) && l == planted) slow_down_layer(before_onset.step);
+      const bool slow = o.active(fault::slow_layer, step) && l == planted;
+      if (slow && !o.synthetic_time) slow_down_layer(before_onset.step);
       input = &L.h;
-      layer_seconds[static_cast<std::size_t>(l)] = since(tl);
+      layer_seconds[static_cast<std::size_t>(l)] = o.synthetic_time ? synthetic_clock::layer(layers, slow) : since(tl);
     }
     logits = net[layers - 1].h;
     // Softmax cross-entropy; the wrong_loss fault applies a softmax first, so probabilities
@@ -242,6 +243,8 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     }
     timing.optimizer = since(t3);
     timing.total = since(t0);
+    if (o.synthetic_time)
+      timing = synthetic_clock::timings(o.active(fault::input_starvation, step), o.active(fault::slow_layer, step));
     if (!o.active(step)) before_onset.add(timing.total);
 
     // The monitor: every tensor, every step.

@@ -338,7 +338,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     const auto t0 = clock::now();
     mldiag::step_timings timing;
     // Data: B random windows of T + 1 characters.
-    if (o.active(fault::input_starvation, step)) starve_input(before_onset.step);
+    if (o.active(fault::input_starvation, step) && !o.synthetic_time) starve_input(before_onset.step);
     auto starts = torch::randint(0, n - T - 1, {B}, gen, torch::kLong);
     auto offsets = torch::arange(T + 1, torch::kLong);
     auto window = text.tokens.index({(starts.unsqueeze(1) + offsets.unsqueeze(0)).reshape({-1})}).view({B, T + 1});
@@ -352,7 +352,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     ff.attention_factor = o.magnitude(50.0);
     ff.router_biased_block = o.active(fault::router_collapse, step) ? planted : -1;
     ff.residual_scaled_block = o.active(fault::residual_scale, step) ? planted : -1;
-    ff.slow_block = o.active(fault::slow_layer, step) ? planted : -1;
+    ff.slow_block = o.active(fault::slow_layer, step) && !o.synthetic_time ? planted : -1;
     ff.slow_seconds = before_onset.step;
     if (o.active(fault::dead_relu, step) && step == o.onset_step()) {
       torch::NoGradGuard no_grad;
@@ -396,6 +396,13 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     }
     timing.optimizer = since(t3);
     timing.total = since(t0);
+    if (o.synthetic_time) {
+      const bool slow = o.active(fault::slow_layer, step);
+      timing = synthetic_clock::timings(o.active(fault::input_starvation, step), slow);
+      const std::string slow_name = "blocks." + std::to_string(planted);
+      for (auto& [name, seconds] : tap.layer_seconds)
+        seconds = synthetic_clock::layer(tap.layer_seconds.size(), slow && name == slow_name);
+    }
     const double loss_value = ce.item<double>();
     if (!o.active(step)) before_onset.add(timing.total);
 
