@@ -5,6 +5,7 @@
 // and the steps from onset to detection. Prints a table and one JSON line. docs/accuracy.md
 // records the results.
 #include "../common/faults.hpp"
+#include "../common/verdict.hpp"
 #include "../eigen_mlp/mlp.hpp"
 #if MLDIAG_SUITE_HAS_TORCH
 #include "../torch_transformer/transformer.hpp"
@@ -32,75 +33,31 @@ struct plan {
   examples::run_options options;
 };
 
-// What the suite reads from one run.
-struct verdict {
+// What the suite reads from one run: the shared verdict (examples/common/verdict.hpp), and
+// which run it was.
+struct verdict : examples::verdict {
   std::string example;
   fault planted = fault::none;
   std::uint64_t seed = 0;
-  bool detected = false, right_question = false;
-  std::optional<bool> top1;  // only where the fault has a layer
-  std::int64_t steps_to_detect = -1;
-  std::string question, symptom, location;
-  int alarms_before_onset = 0;  // findings before a fault existed: false alarms too
-  int healthy_alarms = 0;       // findings in a healthy run
-  std::string false_alarm;      // the first false alarm, as a person reads it
 };
 
-// "grad/blocks.1.qkv.weight" -> "blocks.1.qkv.weight"
-std::string_view strip_role(std::string_view where) {
-  for (std::string_view p : {"grad/", "param/", "act/", "update/"})
-    if (where.substr(0, p.size()) == p) return where.substr(p.size());
-  return where;
-}
-
-bool in_layer(std::string_view where, std::string_view layer) {
-  const auto w = strip_role(where);
-  return w == layer || (w.size() > layer.size() && w.substr(0, layer.size()) == layer && w[layer.size()] == '.');
-}
-
 verdict judge(const examples::run_result& r) {
-  verdict v;
+  const auto& want = examples::info(r.options.planted);
+  verdict v{examples::judge(r.findings, {.healthy = r.options.planted == fault::none,
+                                         .onset = r.options.onset_step(),
+                                         .expected = want.expected,
+                                         .has_layer = want.has_layer,
+                                         .layer = r.planted_layer})};
   v.example = r.example;
   v.planted = r.options.planted;
   v.seed = r.options.seed;
-  auto describe = [](const examples::seen_finding& s) {
-    return std::string(mldiag::name(s.f.question)).substr(0, 2) + ": " + s.f.symptom + " at step " + std::to_string(s.step) +
-           (s.f.where.empty() ? "" : " at " + s.f.where.front().first);
-  };
-  if (v.planted == fault::none) {
-    v.healthy_alarms = static_cast<int>(r.findings.size());
-    if (!r.findings.empty()) v.false_alarm = describe(r.findings.front());
-    return v;
-  }
-  const std::int64_t onset = r.options.onset_step();
-  // The reported finding: the first at or after the onset; within a step the most severe,
-  // then the lowest question number (a neutral order: it does not look at the fault).
-  const examples::seen_finding* first = nullptr;
-  for (const auto& s : r.findings) {
-    if (s.step < onset) {
-      if (v.alarms_before_onset++ == 0) v.false_alarm = describe(s);
-      continue;
-    }
-    if (first == nullptr) first = &s;
-    else if (s.step == first->step &&
-             (s.f.severity > first->f.severity || (s.f.severity == first->f.severity && s.f.question < first->f.question)))
-      first = &s;
-  }
-  if (first == nullptr) return v;
-  const auto& want = examples::info(v.planted);
-  v.detected = true;
-  v.steps_to_detect = first->step - onset;
-  v.question = std::string(mldiag::name(first->f.question));
-  v.symptom = first->f.symptom;
-  v.right_question = first->f.question == want.expected;
-  v.location = first->f.where.empty() ? "" : first->f.where.front().first;
-  if (want.has_layer) v.top1 = !first->f.where.empty() && in_layer(first->f.where.front().first, r.planted_layer);
   return v;
 }
 
 struct settings {
   bool quick = false;
   bool check = false;
+  int synthetic_time = -1;  // -1: the default (synthetic with --quick, real time otherwise)
   int seeds = 3, healthy = 10, jobs = 1;
   std::string only;  // one example
 };
@@ -110,11 +67,14 @@ settings parse(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "mldiag: %s\nusage: mldiag-fault-suite [--quick] [--check] [--seeds N] [--healthy N] [--jobs N] "
-                 "[--example eigen_mlp|torch_transformer]\n"
+                 "[--example eigen_mlp|torch_transformer] [--synthetic-time|--real-time]\n"
                  "  --quick    a subset for CTest: every MLP fault and one transformer fault per question, 1 seed,\n"
                  "             3 healthy runs each, shorter runs\n"
                  "  --check    exit 1 when a target is missed (recall 100%% with the right question, top-1\n"
-                 "             localization >= 90%%, median steps to detect <= 10, no alarm on healthy runs)\n",
+                 "             localization >= 90%%, median steps to detect <= 10, no alarm on healthy runs)\n"
+                 "  --synthetic-time  step and layer times from a synthetic clock, the timing faults added\n"
+                 "             to it (the default with --quick: a loaded machine cannot decide CTest)\n"
+                 "  --real-time       the steady clock, faults that really sleep and spin (the default otherwise)\n",
                  why.c_str());
     std::exit(2);
   };
@@ -131,10 +91,13 @@ settings parse(int argc, char** argv) {
     else if (a == "--seeds") s.seeds = count();
     else if (a == "--healthy") s.healthy = count();
     else if (a == "--jobs") s.jobs = count();
+    else if (a == "--synthetic-time") s.synthetic_time = 1;
+    else if (a == "--real-time") s.synthetic_time = 0;
     else if (a == "--example" && i + 1 < argc) s.only = argv[++i];
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown flag " + std::string(a));
   }
+  if (s.synthetic_time < 0) s.synthetic_time = s.quick ? 1 : 0;
   if (!s.only.empty() && s.only != "eigen_mlp" && s.only != "torch_transformer")
     usage("no example named '" + s.only + "'; there are eigen_mlp and torch_transformer");
   return s;
@@ -170,6 +133,7 @@ std::vector<plan> make_plans(const settings& s) {
         o.planted = fi.id;
         o.seed = static_cast<std::uint64_t>(k + 1);
         if (s.quick && lm) o.steps = 120;
+        o.synthetic_time = s.synthetic_time == 1;
         plans.push_back({ex, o});
       }
     }
@@ -177,18 +141,14 @@ std::vector<plan> make_plans(const settings& s) {
       examples::run_options o;
       o.seed = static_cast<std::uint64_t>(100 + k);
       if (s.quick && lm) o.steps = 120;
+      o.synthetic_time = s.synthetic_time == 1;
       plans.push_back({ex, o});
     }
   }
   return plans;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return -1.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using examples::median;
 
 }  // namespace
 
@@ -204,7 +164,8 @@ int main(int argc, char** argv) try {
   std::printf("torch_transformer: off (built without LibTorch: apt-get install libtorch-dev)\n");
 #endif
   const auto plans = make_plans(s);
-  std::printf("%zu runs, %d at a time\n", plans.size(), s.jobs);
+  std::printf("%zu runs, %d at a time, %s\n", plans.size(), s.jobs,
+              s.synthetic_time == 1 ? "synthetic step times (timing faults added, not slept)" : "real step times");
   std::fflush(stdout);
 
   std::vector<verdict> verdicts(plans.size());
