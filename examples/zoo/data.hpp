@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The zoo's data, all of it real and shipped by Debian: the UCI digits (the eigen_mlp loader),
+/// Fashion-MNIST (package dataset-fashion-mnist, IDX files read through zlib), two license
+/// texts for the language models (the transformer example's corpus loader) and, for the text
+/// classifier, windows of several license texts labelled by file (package base-files).
+#pragma once
+
+#include "../eigen_mlp/mlp.hpp"
+#include "../torch_transformer/transformer.hpp"
+
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zoo {
+
+/// A classification (or reconstruction) table: inputs [n, features] in [0, 1], labels [n];
+/// or, where `vocab` > 0, inputs [n, window] of int64 token ids.
+struct table {
+  torch::Tensor x_train, y_train, x_val, y_val;
+  std::int64_t classes = 10, side = 8;  ///< images are side x side
+  std::int64_t vocab = 0;               ///< token inputs: the vocabulary's size
+  std::string source;
+};
+
+/// A character stream split into training and validation text.
+struct text {
+  examples::lm::corpus c;
+  torch::Tensor train, val;  // [n] int64 token ids
+};
+
+struct data {
+  std::optional<table> digits, fashion;
+  std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
+  std::optional<text> gpl, apache;
+  std::vector<std::string> missing;  ///< what could not be loaded, as messages
+};
+
+/// The UCI digits, shuffled once (seed 7) into 1497 training and 300 validation images.
+inline table load_digits(const std::string& path) {
+  const auto d = examples::mlp::load_digits(path);
+  const auto n = static_cast<std::int64_t>(d.y.size());
+  auto x = torch::from_blob(const_cast<float*>(d.x.data()), {n, 64}, torch::kFloat).clone();
+  std::vector<std::int64_t> labels(d.y.begin(), d.y.end());
+  auto y = torch::tensor(labels, torch::kLong);
+  torch::Generator gen = at::detail::createCPUGenerator(7);
+  auto perm = torch::randperm(n, gen, torch::kLong);
+  x = x.index_select(0, perm);
+  y = y.index_select(0, perm);
+  table t;
+  t.x_train = x.slice(0, 0, n - 300);
+  t.y_train = y.slice(0, 0, n - 300);
+  t.x_val = x.slice(0, n - 300, n);
+  t.y_val = y.slice(0, n - 300, n);
+  t.source = d.source;
+  return t;
+}
+
+/// A whole .gz file.
+inline std::vector<unsigned char> read_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error("mldiag: cannot read " + path);
+  std::vector<unsigned char> out;
+  std::vector<unsigned char> buf(1 << 16);
+  int n = 0;
+  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+    out.insert(out.end(), buf.begin(), buf.begin() + n);
+  gzclose(f);
+  if (n < 0) throw std::runtime_error("mldiag: " + path + " is not a readable gzip file; reinstall dataset-fashion-mnist");
+  return out;
+}
+
+inline std::uint32_t big_endian(const std::vector<unsigned char>& b, std::size_t at) {
+  return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
+}
+
+/// An IDX image file [n, 28 * 28] scaled to [0, 1] and its label file [n].
+inline std::pair<torch::Tensor, torch::Tensor> load_idx(const std::string& images, const std::string& labels,
+                                                        std::int64_t limit) {
+  const auto im = read_gz(images), lb = read_gz(labels);
+  if (im.size() < 16 || big_endian(im, 0) != 2051 || lb.size() < 8 || big_endian(lb, 0) != 2049)
+    throw std::runtime_error("mldiag: " + images + " or " + labels + " is not an IDX file; reinstall dataset-fashion-mnist");
+  const auto n = std::min<std::int64_t>(limit, big_endian(im, 4));
+  const auto pixels = static_cast<std::int64_t>(big_endian(im, 8)) * big_endian(im, 12);
+  if (im.size() < 16 + static_cast<std::size_t>(n * pixels) || lb.size() < 8 + static_cast<std::size_t>(n))
+    throw std::runtime_error("mldiag: " + images + " is shorter than its header says; reinstall dataset-fashion-mnist");
+  auto x = torch::from_blob(const_cast<unsigned char*>(im.data() + 16), {n, pixels}, torch::kUInt8).to(torch::kFloat).div(255.0);
+  auto y = torch::from_blob(const_cast<unsigned char*>(lb.data() + 8), {n}, torch::kUInt8).to(torch::kLong);
+  return {x, y};
+}
+
+inline constexpr const char* fashion_dir = "/usr/share/datasets/fashion-mnist/";
+
+/// Fashion-MNIST: the 60000 training images and the first 2000 test images as validation.
+inline table load_fashion() {
+  const std::string d = fashion_dir;
+  table t;
+  std::tie(t.x_train, t.y_train) = load_idx(d + "train-images-idx3-ubyte.gz", d + "train-labels-idx1-ubyte.gz", 60000);
+  std::tie(t.x_val, t.y_val) = load_idx(d + "t10k-images-idx3-ubyte.gz", d + "t10k-labels-idx1-ubyte.gz", 2000);
+  t.side = 28;
+  t.source = d + " (" + std::to_string(t.x_train.size(0)) + " training images)";
+  return t;
+}
+
+/// A license text: the first 90% for training, the rest for validation.
+inline text load_text(const std::string& path) {
+  text t;
+  t.c = examples::lm::load_corpus(path);
+  const auto n = t.c.tokens.size(0), cut = n * 9 / 10;
+  t.train = t.c.tokens.slice(0, 0, cut);
+  t.val = t.c.tokens.slice(0, cut, n);
+  return t;
+}
+
+/// The license texts text_cnn tells apart (those of them that exist; it needs 3).
+inline const std::vector<std::string> license_files = {"GPL-3",      "GPL-2",    "LGPL-2.1",
+                                                       "Apache-2.0", "Artistic", "MPL-2.0"};
+inline constexpr const char* licenses_dir = "/usr/share/common-licenses/";
+
+/// Windows of `window` characters labelled by the file they come from. Each file is cut into
+/// blocks of 10 windows and every 7th block is validation, so that validation covers every
+/// part of every file (a license's last sections read unlike its first); training windows
+/// start every 8 characters inside the training blocks, validation windows do not overlap.
+inline table load_licenses(std::int64_t window = 64) {
+  std::vector<std::string> texts, names;
+  for (const auto& f : license_files) {
+    std::ifstream in(licenses_dir + f, std::ios::binary);
+    if (!in) continue;
+    std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (static_cast<std::int64_t>(t.size()) < 20 * window) continue;
+    texts.push_back(std::move(t));
+    names.push_back(f);
+  }
+  if (texts.size() < 3)
+    throw std::runtime_error("mldiag: text_cnn needs 3 of the license texts " +
+                             std::string(licenses_dir) +
+                             "{GPL-3, GPL-2, LGPL-2.1, Apache-2.0, Artistic, MPL-2.0}, found " +
+                             std::to_string(texts.size()) + " (package base-files ships them)");
+  std::array<int, 256> id{};
+  id.fill(-1);
+  std::int64_t vocab = 0;
+  for (const auto& t : texts)
+    for (unsigned char ch : t)
+      if (id[ch] < 0) id[ch] = static_cast<int>(vocab++);
+  const std::int64_t block = 10 * window, stride = 8;
+  std::vector<std::int64_t> xt, yt, xv, yv;
+  auto put = [&](std::vector<std::int64_t>& x, std::vector<std::int64_t>& y, const std::string& t,
+                 std::size_t at, std::size_t label) {
+    for (std::int64_t k = 0; k < window; ++k)
+      x.push_back(id[static_cast<unsigned char>(t[at + static_cast<std::size_t>(k)])]);
+    y.push_back(static_cast<std::int64_t>(label));
+  };
+  std::string found;
+  for (std::size_t f = 0; f < texts.size(); ++f) {
+    const auto& t = texts[f];
+    const auto n = static_cast<std::int64_t>(t.size());
+    for (std::int64_t b = 0; b * block + window <= n; ++b) {
+      const std::int64_t end = std::min(n, (b + 1) * block);
+      if (b % 7 == 6) {
+        for (std::int64_t at = b * block; at + window <= end; at += window)
+          put(xv, yv, t, static_cast<std::size_t>(at), f);
+      } else {
+        for (std::int64_t at = b * block; at + window <= end; at += stride)
+          put(xt, yt, t, static_cast<std::size_t>(at), f);
+      }
+    }
+    found += (f ? ", " : "") + names[f];
+  }
+  table tab;
+  const auto nt = static_cast<std::int64_t>(yt.size()), nv = static_cast<std::int64_t>(yv.size());
+  tab.x_train = torch::tensor(xt, torch::kLong).view({nt, window});
+  tab.y_train = torch::tensor(yt, torch::kLong);
+  // Validation shuffled once (seed 7): the first 512 rows are what a run validates on.
+  torch::Generator gen = at::detail::createCPUGenerator(7);
+  auto perm = torch::randperm(nv, gen, torch::kLong);
+  tab.x_val = torch::tensor(xv, torch::kLong).view({nv, window}).index_select(0, perm);
+  tab.y_val = torch::tensor(yv, torch::kLong).index_select(0, perm);
+  tab.classes = static_cast<std::int64_t>(texts.size());
+  tab.side = window;
+  tab.vocab = vocab;
+  tab.source = std::string(licenses_dir) + "{" + found + "} (" + std::to_string(nt) +
+               " training and " + std::to_string(nv) + " validation windows of " +
+               std::to_string(window) + " characters, " + std::to_string(vocab) + " characters)";
+  return tab;
+}
+
+/// Everything that can be loaded; what cannot is named in `missing` (its runs are skipped).
+inline data load_all(const std::string& digits_csv) {
+  data d;
+  auto attempt = [&](auto&& load, const std::string& what) {
+    try {
+      load();
+    } catch (const std::exception& e) {
+      d.missing.push_back(std::string(e.what()) + " (the " + what + " runs are skipped)");
+    }
+  };
+  attempt([&] { d.digits = load_digits(digits_csv); }, "digits");
+  attempt([&] { d.fashion = load_fashion(); }, "Fashion-MNIST (apt-get install dataset-fashion-mnist)");
+  attempt([&] { d.gpl = load_text("/usr/share/common-licenses/GPL-3"); }, "GPL-3 text");
+  attempt([&] { d.apache = load_text("/usr/share/common-licenses/Apache-2.0"); }, "Apache-2.0 text");
+  attempt([&] { d.licenses = load_licenses(); }, "text_cnn");
+  return d;
+}
+
+}  // namespace zoo

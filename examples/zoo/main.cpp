@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+// mldiag-zoo: a zoo of healthy training programs (nine families, varied optimizers, schedules,
+// learning rates, batch sizes, accumulation, seeds, short and long runs) and a zoo of planted
+// faults, every run under a default mldiag monitor wired the README's way. It reports the
+// detectors' false alarms on the healthy runs (split calibration / held-out / held-out round 2
+// families), and recall, question, localization and delay on the faults (issue 15).
+#include "../common/faults.hpp"
+#include "../common/verdict.hpp"
+#include "data.hpp"
+#include "spec.hpp"
+#include "train.hpp"
+
+#include <torch/torch.h>
+
+#include <dlfcn.h>  // dlsym: OpenBLAS's thread count, where LibTorch's BLAS is OpenBLAS
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#ifndef MLDIAG_DIGITS_CSV
+#define MLDIAG_DIGITS_CSV "third_party/data/digits.csv"
+#endif
+
+namespace {
+
+struct settings {
+  bool quick = false, check = false, list = false, healthy_only = false, faults_only = false;
+  int jobs = 1;
+  std::string family;
+};
+
+std::string family_names(std::optional<zoo::split> only = std::nullopt) {
+  std::string out;
+  for (const auto f : zoo::families)
+    if (!only || zoo::split_of(f) == *only) out += (out.empty() ? "" : ", ") + std::string(f);
+  return out;
+}
+
+constexpr std::array<zoo::split, 3> splits = {zoo::split::calibration, zoo::split::heldout,
+                                              zoo::split::heldout2};
+constexpr std::size_t index(zoo::split s) {
+  return static_cast<std::size_t>(s);
+}
+
+/// The split column of the tables.
+constexpr const char* short_name(zoo::split s) {
+  switch (s) {
+    case zoo::split::calibration:
+      return "calib";
+    case zoo::split::heldout:
+      return "held";
+    case zoo::split::heldout2:
+      return "held2";
+  }
+  return "?";
+}
+
+[[noreturn]] void usage(const std::string& why, int code = 2) {
+  std::fprintf(code ? stderr : stdout,
+               "%s%s"
+               "usage: mldiag-zoo [--quick] [--check] [--jobs N] [--family NAME] [--list] [--healthy-only] [--faults-only]\n"
+               "  --quick         a deterministic subset (every family, a few faults) for CTest\n"
+               "  --check         exit 1 when a target is missed (0 healthy false alarms; over fair faults recall\n"
+               "                  >= 0.95, right question >= 0.9, top-1 localization >= 0.9, median steps <= 10)\n"
+               "  --jobs N        runs at a time (one thread each)\n"
+               "  --family NAME   one family: %s\n"
+               "  --list          print the runs and exit\n",
+               why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str());
+  std::exit(code);
+}
+
+settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--quick") s.quick = true;
+    else if (a == "--check") s.check = true;
+    else if (a == "--list") s.list = true;
+    else if (a == "--healthy-only") s.healthy_only = true;
+    else if (a == "--faults-only") s.faults_only = true;
+    else if (a == "--help" || a == "-h") usage("", 0);
+    else if (a == "--jobs" || a == "--family") {
+      if (i + 1 >= argc) usage(std::string(a) + " needs a value");
+      const std::string v = argv[++i];
+      if (a == "--family") {
+        if (std::find(zoo::families.begin(), zoo::families.end(), v) == zoo::families.end())
+          usage("no family named '" + v + "'; pick one of " + family_names());
+        s.family = v;
+      } else {
+        s.jobs = std::atoi(v.c_str());
+        if (s.jobs < 1) usage("--jobs needs a number >= 1, not '" + v + "'");
+      }
+    } else usage("unknown flag " + std::string(a));
+  }
+  if (s.healthy_only && s.faults_only) usage("--healthy-only and --faults-only exclude each other");
+  return s;
+}
+
+// One thread per run: LibTorch's own (OpenMP, a per-thread setting, so every worker sets it)
+// and OpenBLAS's pthreads, which LibTorch does not control. Two runs each spinning OpenBLAS's
+// threads on 2 cores took 25 s where one thread took 4 s (the LSTM quick run, 2026-12-01).
+void one_thread_per_run() {
+  torch::set_num_threads(1);
+  using set_threads = void (*)(int);
+  if (void* f = dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) reinterpret_cast<set_threads>(f)(1);
+}
+
+std::string fraction(int a, int b) { return std::to_string(a) + "/" + std::to_string(b); }
+
+struct judged {
+  const zoo::result* r;
+  examples::verdict v;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const settings s = parse(argc, argv);
+  auto specs = zoo::make_specs(s.quick);
+  std::erase_if(specs, [&](const zoo::run_spec& r) {
+    return (!s.family.empty() && r.family != s.family) || (s.healthy_only && r.planted != zoo::fault::none) ||
+           (s.faults_only && r.planted == zoo::fault::none);
+  });
+  if (s.list) {
+    for (const auto& r : specs)
+      std::printf("%-46s fault %s onset %lld\n", r.describe().c_str(),
+                  r.planted == zoo::fault::none ? "none" : std::string(zoo::info(r.planted)->name).c_str(),
+                  static_cast<long long>(r.onset));
+    return 0;
+  }
+  one_thread_per_run();
+  const auto data = zoo::load_all(MLDIAG_DIGITS_CSV);
+  if (data.digits) std::printf("digits: %s\n", data.digits->source.c_str());
+  if (data.fashion) std::printf("fashion-mnist: %s\n", data.fashion->source.c_str());
+  if (data.gpl) std::printf("text: %s\n", data.gpl->c.source.c_str());
+  if (data.apache) std::printf("text: %s\n", data.apache->c.source.c_str());
+  if (data.licenses) std::printf("license windows: %s\n", data.licenses->source.c_str());
+  for (const auto& m : data.missing) std::printf("%s\n", m.c_str());
+  std::printf("calibration families: %s; held-out families: %s; held-out round 2 families: %s\n",
+              family_names(zoo::split::calibration).c_str(), family_names(zoo::split::heldout).c_str(),
+              family_names(zoo::split::heldout2).c_str());
+  std::printf("%zu runs, %d at a time\n", specs.size(), s.jobs);
+  std::fflush(stdout);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<zoo::result> results(specs.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex print;
+  auto worker = [&] {
+    // Per thread: with OpenMP the thread count is a per-thread setting, so each worker sets it.
+    one_thread_per_run();
+    for (std::size_t i = next++; i < specs.size(); i = next++) {
+      results[i] = zoo::train(specs[i], data);
+      const auto& r = results[i];
+      const std::lock_guard<std::mutex> lock(print);
+      std::fprintf(stderr, "  [%zu/%zu] %-52s %-24s loss %.3f -> %.3f  %zu finding(s)  %.1f s%s\n", i + 1, specs.size(),
+                   r.spec.describe().c_str(),
+                   r.spec.planted == zoo::fault::none ? "healthy" : std::string(zoo::info(r.spec.planted)->name).c_str(),
+                   r.initial_loss, r.final_loss, r.run.findings.size(), r.seconds,
+                   r.skipped.empty() ? "" : ("  skipped: " + r.skipped).c_str());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < s.jobs; ++j) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Judge every run that happened.
+  std::vector<judged> js;
+  for (const auto& r : results) {
+    if (!r.skipped.empty()) continue;
+    examples::expectation want;
+    if (r.spec.planted != zoo::fault::none) {
+      const auto* fi = zoo::info(r.spec.planted);
+      want = {.healthy = false, .onset = r.spec.onset, .expected = fi->expected, .has_layer = fi->has_layer,
+              .layer = r.run.planted_layer};
+    }
+    js.push_back({&r, examples::judge(r.run.findings, want)});
+  }
+  std::set<std::string> skipped;
+  for (const auto& r : results)
+    if (!r.skipped.empty()) skipped.insert(r.spec.family + "/" + r.spec.variant + ": " + r.skipped);
+  for (const auto& m : skipped) std::printf("mldiag: skipped %s\n", m.c_str());
+
+  // Healthy runs, per family.
+  std::printf("\nHEALTHY RUNS (every one must train: final loss = mean of the last 10%% of steps, initial = first 5)\n");
+  std::printf("%-15s %-6s %5s %8s %12s %8s  %s\n", "family", "split", "runs", "trained", "final/init", "alarmed",
+              "first false alarm (Qn: symptom at location at step S) [run]");
+  int healthy = 0, healthy_alarmed = 0;
+  std::array<int, 3> split_runs{}, split_alarmed{};  // by zoo::split
+  std::vector<std::string> not_trained;
+  std::map<std::string, std::array<int, 3>> by_detector;  // detector -> healthy runs it fired in, by split
+  for (const auto family : zoo::families) {
+    int n = 0, trained = 0, alarmed = 0;
+    std::vector<double> ratios;
+    std::string first;
+    const auto sp = index(zoo::split_of(family));
+    for (const auto& j : js) {
+      if (j.r->spec.planted != zoo::fault::none || j.r->spec.family != family) continue;
+      ++n;
+      trained += j.r->trained();
+      ratios.push_back(j.r->final_loss / j.r->initial_loss);
+      if (!j.r->trained())
+        not_trained.push_back(j.r->spec.describe() + ": loss " + std::to_string(j.r->initial_loss) + " -> " +
+                              std::to_string(j.r->final_loss));
+      if (j.v.healthy_alarms > 0) {
+        ++alarmed;
+        if (first.empty()) first = j.v.false_alarm + " [" + j.r->spec.describe() + "]";
+      }
+      std::set<std::string> fired;
+      for (const auto& f : j.r->run.findings) fired.insert(f.f.detector.empty() ? f.f.symptom : f.f.detector);
+      for (const auto& d : fired) by_detector[d][sp]++;
+    }
+    if (n == 0) continue;
+    healthy += n;
+    healthy_alarmed += alarmed;
+    split_runs[sp] += n;
+    split_alarmed[sp] += alarmed;
+    std::printf("%-15.*s %-6s %5d %8s %12.3f %8d  %s\n", static_cast<int>(family.size()), family.data(),
+                short_name(zoo::split_of(family)), n, fraction(trained, n).c_str(), examples::median(ratios), alarmed,
+                first.empty() ? "-" : first.c_str());
+  }
+  std::printf("\nFALSE ALARMS BY DETECTOR (healthy runs in which it raised a finding at warning or above)\n");
+  std::printf("%-28s %12s %9s %9s\n", "detector", "calibration", "held-out", "round 2");
+  for (const auto& [d, c] : by_detector)
+    std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d\n", d.c_str(), c[0], split_runs[0], c[1], split_runs[1], c[2],
+                split_runs[2]);
+  if (by_detector.empty()) std::printf("(none)\n");
+  for (const auto& t : not_trained) std::printf("mldiag: zoo bug: a healthy run did not train: %s\n", t.c_str());
+
+  // Faults.
+  std::printf("\nFAULTS (fair ones count toward recall; unfair ones are reported only)\n");
+  std::printf("%-26s %-15s %-6s %-5s %4s %8s %7s %6s %5s  %s\n", "fault", "family", "split", "fair", "runs", "detected",
+              "right Q", "top-1", "steps", "first finding (Qn: symptom at location) (runs)");
+  int faulted = 0, fair_runs = 0, detected = 0, right = 0, located = 0, with_layer = 0, before_onset = 0;
+  std::array<int, 3> split_fair{}, split_detected{};  // fair faulted runs by zoo::split
+  std::vector<double> steps;
+  std::vector<std::string> misses, quiet_lines;
+  for (const auto& fi : zoo::fault_table()) {
+    for (const auto family : fi.in) {
+      int n = 0, d = 0, q = 0, t = 0, tl = 0, quiet = 0;
+      std::vector<double> st;
+      std::map<std::string, int> reported;
+      for (const auto& j : js) {
+        if (j.r->spec.planted != fi.id || j.r->spec.family != family) continue;
+        ++n;
+        const auto& v = j.v;
+        const std::string run = std::string(fi.name) + " in " + j.r->spec.describe();
+        if (fi.quiet) {
+          // Quiet cases: any finding at warning or above from the onset on is a false alarm.
+          quiet += !v.detected;
+          if (v.detected) quiet_lines.push_back(run + ": " + v.question.substr(0, 2) + ": " + v.symptom +
+                                                (v.location.empty() ? "" : " at " + v.location) + " at onset+" +
+                                                std::to_string(v.steps_to_detect));
+          continue;
+        }
+        before_onset += v.alarms_before_onset;
+        d += v.detected;
+        q += v.right_question;
+        if (v.top1) {
+          ++tl;
+          t += *v.top1;
+        }
+        if (v.detected) {
+          st.push_back(static_cast<double>(v.steps_to_detect));
+          ++reported[v.question.substr(0, 2) + ": " + v.symptom + (v.location.empty() ? "" : " at " + v.location)];
+        }
+        if (fi.fair) {
+          std::string why;
+          if (v.alarms_before_onset > 0) why += "alarm before the onset: " + v.false_alarm + "; ";
+          if (!v.detected) why += "nothing at warning or above from step " + std::to_string(j.r->spec.onset) + " on";
+          else if (!v.right_question) why += "reported as " + v.question + " (" + v.symptom + "), expected " + std::string(mldiag::name(fi.expected));
+          else if (v.top1 && !*v.top1) why += "located at " + v.location + ", planted in " + j.r->run.planted_layer;
+          if (!why.empty()) misses.push_back(run + ": " + why);
+        }
+      }
+      if (n == 0) continue;
+      const double m = examples::median(st);
+      std::string first;
+      for (const auto& [text_, count] : reported) first += (first.empty() ? "" : "; ") + text_ + " (" + std::to_string(count) + ")";
+      if (fi.quiet) {
+        std::printf("%-26.*s %-15.*s %-6s %-5s %4d %8s %7s %6s %5s  stayed quiet (no warning or above): %d/%d\n",
+                    static_cast<int>(fi.name.size()), fi.name.data(), static_cast<int>(family.size()), family.data(),
+                    short_name(zoo::split_of(family)), "quiet", n, "-", "-", "-", "-", quiet, n);
+        continue;
+      }
+      faulted += n;
+      if (fi.fair) {
+        fair_runs += n;
+        detected += d;
+        right += q;
+        located += t;
+        with_layer += tl;
+        steps.insert(steps.end(), st.begin(), st.end());
+        split_fair[index(zoo::split_of(family))] += n;
+        split_detected[index(zoo::split_of(family))] += d;
+      }
+      std::printf("%-26.*s %-15.*s %-6s %-5s %4d %8s %7s %6s %5s  %s\n", static_cast<int>(fi.name.size()), fi.name.data(),
+                  static_cast<int>(family.size()), family.data(), short_name(zoo::split_of(family)), fi.fair ? "yes" : "no",
+                  n, fraction(d, n).c_str(),
+                  fraction(q, n).c_str(), tl ? fraction(t, tl).c_str() : "-",
+                  m < 0 ? "-" : std::to_string(static_cast<long long>(m)).c_str(), first.empty() ? "(nothing)" : first.c_str());
+    }
+  }
+  std::printf("\nunfair faults (reported, not counted):\n");
+  for (const auto& fi : zoo::fault_table())
+    if (!fi.fair) std::printf("  %.*s: %.*s\n", static_cast<int>(fi.name.size()), fi.name.data(), static_cast<int>(fi.why.size()), fi.why.data());
+  std::printf("\nshould-stay-quiet cases with a finding:\n");
+  for (const auto& l : quiet_lines) std::printf("  %s\n", l.c_str());
+  if (quiet_lines.empty()) std::printf("  (none)\n");
+  std::printf("\nmisses (fair faults):\n");
+  for (const auto& l : misses) std::printf("  %s\n", l.c_str());
+  if (misses.empty()) std::printf("  (none)\n");
+
+  const double recall = fair_runs ? static_cast<double>(detected) / fair_runs : 0.0;
+  const double right_q = fair_runs ? static_cast<double>(right) / fair_runs : 0.0;
+  const double top1 = with_layer ? static_cast<double>(located) / with_layer : 0.0;
+  const double med = examples::median(steps);
+  std::array<double, 3> split_recall{};
+  for (const auto sp : splits) {
+    const auto i = index(sp);
+    split_recall[i] = split_fair[i] ? static_cast<double>(split_detected[i]) / split_fair[i] : 0.0;
+  }
+  const double held_recall = split_recall[index(zoo::split::heldout)];
+  const double held2_recall = split_recall[index(zoo::split::heldout2)];
+  std::printf("\nhealthy runs %d, with a finding at warning or above: %d (calibration %d/%d, held-out %d/%d, held-out round 2 "
+              "%d/%d)\n",
+              healthy, healthy_alarmed, split_alarmed[0], split_runs[0], split_alarmed[1], split_runs[1], split_alarmed[2],
+              split_runs[2]);
+  std::printf("fair faulted runs %d of %d: recall %.3f, right question %.3f, top-1 localization %.3f (%d/%d), median steps "
+              "to detect %.1f, recall by split: calibration %.3f (%d/%d), held-out %.3f (%d/%d), held-out round 2 %.3f "
+              "(%d/%d); findings before the onset in faulted runs: %d\n",
+              fair_runs, faulted, recall, right_q, top1, located, with_layer, med, split_recall[0], split_detected[0],
+              split_fair[0], held_recall, split_detected[1], split_fair[1], held2_recall, split_detected[2], split_fair[2],
+              before_onset);
+  std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
+  std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"families\":%d,\"healthy_runs\":%d,\"healthy_false_alarms\":%d,"
+              "\"calibration_healthy_runs\":%d,\"calibration_healthy_false_alarms\":%d,\"heldout_healthy_runs\":%d,"
+              "\"heldout_healthy_false_alarms\":%d,\"heldout2_healthy_runs\":%d,\"heldout2_healthy_false_alarms\":%d,"
+              "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
+              "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
+              "\"heldout2_recall\":%.4f}\n",
+              s.quick ? "true" : "false", static_cast<int>(zoo::families.size()), healthy, healthy_alarmed, split_runs[0],
+              split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2], split_alarmed[2], faulted, fair_runs, recall,
+              right_q, top1, med, held_recall, held2_recall);
+  std::fflush(stdout);
+  if (!s.check) return 0;
+  const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&
+                   med <= 10.0 && not_trained.empty();
+  if (!met) std::printf("mldiag: a target is missed (see the tables above)\n");
+  return met ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 2;
+}

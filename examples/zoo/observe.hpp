@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/// The zoo's monitor wiring, written once for every family the way the README wires a
+/// LibTorch loop: per named parameter its gradient, value and update; the activations the
+/// forward pass tapped, in forward order, and the loss input as "logits"; attention entropies;
+/// router loads.
+#pragma once
+
+#include <mldiag/adapters/torch.hpp>
+#include <mldiag/monitor.hpp>
+
+#include <torch/torch.h>
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zoo {
+
+/// What a forward pass hands to the monitor. Tensors are detached references: the monitor
+/// reads them after the step.
+struct taps {
+  std::vector<std::pair<std::string, torch::Tensor>> activations;  ///< forward order
+  std::vector<std::pair<std::string, torch::Tensor>> attention;    ///< [B, H, T, T] masked logits
+  std::vector<std::pair<std::string, torch::Tensor>> routers;      ///< [E] tokens per expert, double
+  torch::Tensor aux;             ///< an auxiliary loss the model adds (MoE load balancing)
+  torch::Tensor kl;              ///< a VAE's KL(q(z|x) || N(0, I)), summed over the batch
+  std::string overflow_at;       ///< the forward_inf fault: this activation overflows to Inf
+
+  /// Records activation `name` and returns it (with the forward_inf fault applied there).
+  torch::Tensor act(const std::string& name, torch::Tensor t) {
+    // x 1e38 then x 10: every element above ~0.03 in magnitude becomes +-Inf in float32.
+    if (name == overflow_at) t = t.mul(1e38).mul(10.0);
+    activations.emplace_back(name, t.detach());
+    return t;
+  }
+  void clear() {
+    activations.clear();
+    attention.clear();
+    routers.clear();
+    aux = torch::Tensor();
+    kl = torch::Tensor();
+  }
+};
+
+/// A parameter's value before the optimizer step, to observe the update (new minus old);
+/// a copy of every parameter, fine for the zoo's small models.
+struct previous_values {
+  std::vector<torch::Tensor> old, update;
+  explicit previous_values(torch::nn::Module& m) {
+    for (const auto& p : m.named_parameters()) {
+      old.push_back(p.value().detach().clone());
+      update.push_back(torch::empty_like(p.value()));
+    }
+  }
+};
+
+/// The one wiring every family uses, called after the optimizer step and before end_step().
+/// `output` is the loss input: "logits" for a classifier or a language model (what the README
+/// names it), "output" for a regression or reconstruction.
+inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_values& prev, const taps& t,
+                           const torch::Tensor& output, bool logits = true) {
+  torch::NoGradGuard no_grad;
+  const auto named = m.named_parameters();
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& key = named[i].key();
+    const auto& p = named[i].value();
+    if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
+    mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p.detach()));
+    torch::sub_out(prev.update[i], p.detach(), prev.old[i]);
+    prev.old[i].copy_(p.detach());
+    mon.observe(mldiag::role::update, key, mldiag::compute_stats(prev.update[i]));
+  }
+  for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
+  mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
+  for (const auto& [name, scores] : t.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));
+  for (const auto& [name, load] : t.routers) {
+    const auto c = load.to(torch::kDouble).contiguous();
+    mon.observe_router_load(name, std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel())));
+  }
+}
+
+/// The global L2 norm of the gradients, as frameworks log it (before any clipping).
+inline double grad_norm(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  double sq = 0.0;
+  for (const auto& p : m.parameters())
+    if (p.grad().defined()) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+  return std::sqrt(sq);
+}
+
+}  // namespace zoo

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: Apache-2.0
+/// One zoo run: builds the family's model and data for a `run_spec`, trains it under a fresh
+/// monitor with the fault planted, and returns what the monitor found and how the loss went.
+#pragma once
+
+#include "../common/faults.hpp"
+#include "data.hpp"
+#include "families.hpp"
+#include "observe.hpp"
+#include "spec.hpp"
+
+#include <mldiag/monitor.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zoo {
+
+/// What a run reports: the shared run_result (findings, losses, planted layer) and how well it
+/// trained.
+struct result {
+  run_spec spec;
+  examples::run_result run;
+  double initial_loss = 0.0, final_loss = 0.0;  ///< mean of the first 5 and of the last 10% of steps
+  double val_first = std::numeric_limits<double>::quiet_NaN(), val_last = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;
+  std::string skipped;  ///< why the run did not happen ("" when it did)
+  /// A healthy run must learn: the last tenth of its losses well below the first steps'.
+  [[nodiscard]] bool trained() const { return std::isfinite(final_loss) && final_loss < 0.85 * initial_loss; }
+};
+
+namespace detail {
+
+/// `sgd_weight_decay`: the L2 term of the SGD optimizers (the ResNet recipe's 5e-4; 0 for the
+/// other families); AdamW keeps its decoupled 0.01, Adam has none.
+inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std::vector<torch::Tensor> params, double lr,
+                                                               double sgd_weight_decay = 0.0) {
+  using namespace torch::optim;
+  const double wd = sgd_weight_decay;
+  switch (o) {
+    case optimizer::sgd: return std::make_unique<SGD>(params, SGDOptions(lr).weight_decay(wd));
+    case optimizer::momentum: return std::make_unique<SGD>(params, SGDOptions(lr).momentum(0.9).weight_decay(wd));
+    case optimizer::nesterov:
+      return std::make_unique<SGD>(params, SGDOptions(lr).momentum(0.9).nesterov(true).weight_decay(wd));
+    case optimizer::adam: return std::make_unique<Adam>(params, AdamOptions(lr));
+    case optimizer::adamw: return std::make_unique<AdamW>(params, AdamWOptions(lr).weight_decay(0.01));
+  }
+  return nullptr;
+}
+
+/// The learning rate of step `step` of `steps` for a peak of `peak`.
+inline double scheduled_lr(schedule s, double peak, std::int64_t step, std::int64_t steps) {
+  const double t = static_cast<double>(step), n = static_cast<double>(steps);
+  switch (s) {
+    case schedule::constant: return peak;
+    case schedule::warmup_cosine: {
+      // Linear warm-up over the first 5%, cosine down to 10% of the peak.
+      const double warm = std::max(1.0, 0.05 * n);
+      if (t < warm) return peak * (t + 1.0) / warm;
+      const double progress = (t - warm) / std::max(1.0, n - warm);
+      return peak * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(3.141592653589793 * progress)));
+    }
+    case schedule::step_decay: return peak * (t >= 0.75 * n ? 0.01 : t >= 0.5 * n ? 0.1 : 1.0);
+  }
+  return peak;
+}
+
+/// The model and data of a run; `why_not` says what is missing.
+struct setup {
+  std::shared_ptr<net> model;
+  const table* tab = nullptr;
+  const text* txt = nullptr;
+  std::int64_t classes = 0;  ///< 0: MSE reconstruction (or, with `elbo`, a VAE's loss)
+  bool elbo = false;  ///< the VAE's negative ELBO (Bernoulli decoder), in nats per input value
+  std::int64_t context = 32;
+  double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
+  double sgd_weight_decay = 0.0;
+  std::string why_not;
+};
+
+inline setup build(const run_spec& s, const data& d) {
+  setup u;
+  const bool fashion = s.variant.rfind("fashion", 0) == 0;
+  auto need_table = [&]() -> bool {
+    u.tab = fashion ? (d.fashion ? &*d.fashion : nullptr) : (d.digits ? &*d.digits : nullptr);
+    if (!u.tab) u.why_not = fashion ? "Fashion-MNIST is missing (apt-get install dataset-fashion-mnist)" : "the digits are missing";
+    return u.tab != nullptr;
+  };
+  const std::int64_t in = fashion ? 784 : 64;
+  if (s.family == "mlp") {
+    if (!need_table()) return u;
+    std::vector<std::int64_t> hidden = s.variant == "digits-2x64"    ? std::vector<std::int64_t>{64, 64}
+                                       : s.variant == "digits-3x128" ? std::vector<std::int64_t>{128, 128, 128}
+                                       : s.variant == "digits-1x256" ? std::vector<std::int64_t>{256}
+                                                                     : std::vector<std::int64_t>{256, 128};
+    u.model = std::make_shared<mlp_net>(in, hidden, 10);
+    u.classes = 10;
+  } else if (s.family == "cnn") {
+    if (!need_table()) return u;
+    const bool bn = s.variant.find("bn") != std::string::npos, res = s.variant.find("res") != std::string::npos;
+    u.model = std::make_shared<cnn_net>(u.tab->side, bn, res, 10);
+    u.classes = 10;
+  } else if (s.family == "autoencoder") {
+    if (!need_table()) return u;
+    std::vector<std::int64_t> widths = s.variant == "digits-32-8"     ? std::vector<std::int64_t>{32, 8}
+                                       : s.variant == "digits-128-16" ? std::vector<std::int64_t>{128, 16}
+                                       : s.variant == "digits-deep"   ? std::vector<std::int64_t>{64, 32, 16}
+                                                                      : std::vector<std::int64_t>{128, 32};
+    u.model = std::make_shared<autoencoder_net>(in, widths);
+    u.classes = 0;
+  } else if (s.family == "moe") {
+    if (!need_table()) return u;
+    const std::int64_t experts = s.variant == "digits-e8" ? 8 : 4, ffn = s.variant == "digits-e4-wide" ? 256 : 64;
+    u.model = std::make_shared<moe_net>(in, 64, experts, ffn, 10);
+    u.classes = 10;
+  } else if (s.family == "resnet") {
+    if (!need_table()) return u;
+    using st = resnet_net::stage;
+    const bool wide = s.variant == "fashion-res3-w16";
+    const std::int64_t w = wide ? 16 : 8;
+    // 14 x 14 after the stem; strided blocks: 14 -> 7 -> 4.
+    const std::vector<st> stages = s.variant == "fashion-res4-w8"
+                                       ? std::vector<st>{{w, 1}, {2 * w, 2}, {2 * w, 1}, {4 * w, 2}}
+                                       : std::vector<st>{{w, 1}, {2 * w, 2}, {4 * w, 2}};
+    u.model = std::make_shared<resnet_net>(u.tab->side, w, stages, 10);
+    u.classes = 10;
+    u.sgd_weight_decay = 5e-4;
+  } else if (s.family == "text_cnn") {
+    u.tab = d.licenses ? &*d.licenses : nullptr;
+    if (!u.tab) {
+      u.why_not = "fewer than 3 license texts in /usr/share/common-licenses";
+      return u;
+    }
+    const auto V = u.tab->vocab, C = u.tab->classes;
+    if (s.variant == "kim-3-5-7")
+      u.model =
+          std::make_shared<text_cnn_net>(V, 32, std::vector<std::int64_t>{3, 5, 7}, 64, true, C);
+    else if (s.variant == "stacked-5-3")
+      u.model =
+          std::make_shared<text_cnn_net>(V, 32, std::vector<std::int64_t>{5, 3}, 64, false, C);
+    else
+      u.model = std::make_shared<text_cnn_net>(V, 16, std::vector<std::int64_t>{5}, 128, true, C);
+    u.classes = C;
+  } else if (s.family == "vae") {
+    if (!need_table()) return u;
+    const bool deep = s.variant == "fashion-deep-z8", small = s.variant == "fashion-small-z4";
+    const std::vector<std::int64_t> widths = deep    ? std::vector<std::int64_t>{256, 64}
+                                             : small ? std::vector<std::int64_t>{128}
+                                                     : std::vector<std::int64_t>{256};
+    const std::int64_t latent = deep ? 8 : small ? 4 : 16;
+    u.model = std::make_shared<vae_net>(in, widths, latent, s.seed * 104729 + 3);
+    u.classes = 0;
+    u.elbo = true;
+  } else if (is_lm(s.family)) {
+    const bool apache = s.variant.find("apache") != std::string::npos;
+    u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
+    if (!u.txt) {
+      u.why_not = std::string("the ") + (apache ? "Apache-2.0" : "GPL-3") + " text in /usr/share/common-licenses is missing";
+      return u;
+    }
+    const auto V = u.txt->c.vocab;
+    u.classes = V;
+    if (s.family == "rnn_lm") {
+      u.model = std::make_shared<rnn_net>(V, 32, 128, s.variant == "lstm");
+      u.clip = 1.0;
+    } else {
+      u.model = std::make_shared<transformer_net>(V, 64, 4, 2, u.context, s.variant == "pre-norm");
+      u.clip = 1.0;
+    }
+  } else {
+    u.why_not = "no family named '" + s.family + "'";
+  }
+  return u;
+}
+
+/// Samples batches: epochs of shuffled tables, or random windows of text.
+struct sampler {
+  const setup& u;
+  torch::Generator gen;
+  torch::Tensor order;
+  std::int64_t next = 0;
+  sampler(const setup& su, std::uint64_t seed) : u(su), gen(at::detail::createCPUGenerator(seed)) {}
+
+  /// A batch of `b` (inputs, targets); `shifted` false plants lm_targets_not_shifted.
+  std::pair<torch::Tensor, torch::Tensor> draw(std::int64_t b, bool shifted = true) {
+    if (u.tab) {
+      const auto n = u.tab->x_train.size(0);
+      if (!order.defined() || next + b > n) {
+        order = torch::randperm(n, gen, torch::kLong);
+        next = 0;
+      }
+      auto idx = order.slice(0, next, next + b);
+      next += b;
+      return {u.tab->x_train.index_select(0, idx), u.tab->y_train.index_select(0, idx)};
+    }
+    return windows(u.txt->train, b, shifted);
+  }
+  std::pair<torch::Tensor, torch::Tensor> windows(const torch::Tensor& stream, std::int64_t b, bool shifted) {
+    const auto T = u.context, n = stream.size(0);
+    auto starts = torch::randint(0, n - T - 1, {b}, gen, torch::kLong);
+    auto w = stream.index({(starts.unsqueeze(1) + torch::arange(T + 1, torch::kLong).unsqueeze(0)).reshape({-1})}).view({b, T + 1});
+    auto x = w.slice(1, 0, T);
+    return {x, shifted ? w.slice(1, 1, T + 1) : x};
+  }
+};
+
+}  // namespace detail
+
+/// Trains one run. Never throws for a missing data set: the result says it was skipped.
+inline result train(const run_spec& s, const data& d) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  result res;
+  res.spec = s;
+  res.run.example = s.family;
+  detail::setup u;
+  {
+    // LibTorch's default generator is one for the process: seeding it and initializing the
+    // model happen under a lock, so a run's initialization depends on its seed alone and not
+    // on the runs beside it.
+    static std::mutex init;
+    const std::lock_guard<std::mutex> lock(init);
+    torch::manual_seed(s.seed);
+    u = detail::build(s, d);
+  }
+  if (!u.model) {
+    res.skipped = u.why_not;
+    return res;
+  }
+  auto& model = *u.model;
+  const fault f = s.planted;
+  const bool tokens = takes_tokens(s.family);  // token ids: never scaled
+  const bool mse = u.classes == 0;
+
+  // Where a layer fault goes: varies with the seed over the layers it can be in.
+  if (f == fault::forward_inf) {
+    const auto& sites = model.overflow_sites;
+    res.run.planted_layer = sites[s.seed % sites.size()].first;
+  }
+  if (f == fault::frozen_embedding) res.run.planted_layer = "embed";
+  if (f == fault::bad_init_large) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.parameters())
+      if (p.dim() >= 2) p.mul_(10.0);
+  }
+
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model.named_parameters())
+    if (!(f == fault::frozen_embedding && p.key() == "embed.weight")) params.push_back(p.value());
+  auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
+
+  mldiag::monitor mon({.classes = static_cast<double>(u.classes)});
+  {
+    mldiag::training_config c{.learning_rate = s.lr};
+    if (u.classes > 0) c.classes = static_cast<double>(u.classes);
+    for (const auto& fnd : mon.check_configuration(c))
+      if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
+  }
+  previous_values prev(model);
+  detail::sampler sample(u, s.seed * 7919 + 13);
+  const examples::run_options hooks;  // close_step's step hook: none
+  taps tap;
+
+  // Validation: a fixed set (first 512 rows, or 16 windows of held-out text).
+  torch::Tensor val_x, val_y;
+  if (u.tab) {
+    const auto n = std::min<std::int64_t>(512, u.tab->x_val.size(0));
+    val_x = u.tab->x_val.slice(0, 0, n);
+    val_y = u.tab->y_val.slice(0, 0, n);
+  } else {
+    detail::sampler vs(u, 424242);
+    std::tie(val_x, val_y) = vs.windows(u.txt->val, 32, f != fault::lm_targets_not_shifted);
+  }
+  const double input_scale = f == fault::inputs_not_normalized ? 255.0 : 1.0;
+  auto loss_of = [&](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y, const taps& t) {
+    if (u.elbo) {
+      // The negative ELBO: the Bernoulli decoder's cross-entropy summed over the input values,
+      // plus the KL term; divided by batch x values, so one scale (nats per value) serves
+      // 8 x 8 and 28 x 28 images and the same learning rates fit both.
+      const auto recon = torch::nn::functional::binary_cross_entropy_with_logits(
+          out, x, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
+      return (recon + t.kl) / static_cast<double>(x.numel());
+    }
+    if (mse) return torch::mse_loss(out, x);
+    if (f == fault::wrong_loss_mse_on_logits)
+      return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
+    return torch::nn::functional::cross_entropy(out.reshape({-1, u.classes}), y.reshape({-1}));
+  };
+  const std::int64_t val_every = s.steps >= 1000 ? 100 : 50;
+  std::pair<torch::Tensor, torch::Tensor> fixed;  // same_batch: the one batch
+  double loss_scale = 65536.0;
+  bool seen_val = false;
+
+  for (std::int64_t step = 0; step < s.steps; ++step) {
+    const bool active = f != fault::none && step >= s.onset;
+    double lr = detail::scheduled_lr(s.sched, s.lr, step, s.steps);
+    if (f == fault::lr_100x_midrun && active) lr *= 100.0;
+    for (auto& g : opt->param_groups()) g.options().set_lr(lr);
+    if (!(f == fault::no_zero_grad && active)) opt->zero_grad();
+
+    model.train();
+    double loss_sum = 0.0;
+    torch::Tensor logits;
+    for (std::int64_t m = 0; m < s.accumulation; ++m) {
+      tap.clear();
+      if (f == fault::forward_inf && active) tap.overflow_at = model.overflow_sites[s.seed % model.overflow_sites.size()].second;
+      else tap.overflow_at.clear();
+      auto batch = (f == fault::same_batch && fixed.first.defined()) ? fixed : sample.draw(s.batch, f != fault::lm_targets_not_shifted);
+      if (f == fault::same_batch && !fixed.first.defined()) fixed = batch;
+      auto x = tokens ? batch.first : batch.first * input_scale;
+      auto y = batch.second;
+      if (f == fault::labels_off_by_one) y = (y + 1).remainder(u.classes);
+      logits = model.forward(x, tap);
+      auto loss = loss_of(logits, x, y, tap);
+      auto total = tap.aux.defined() ? loss + 0.01 * tap.aux : loss;
+      if (f == fault::nan_grad_norm_real && active) total = total * std::numeric_limits<double>::quiet_NaN();
+      loss_sum += (f == fault::nan_grad_norm_real && active) ? std::numeric_limits<double>::quiet_NaN() : loss.item<double>();
+      (total / static_cast<double>(s.accumulation)).backward();
+    }
+    const double loss_value = loss_sum / static_cast<double>(s.accumulation);
+    double norm = u.clip > 0.0 ? torch::nn::utils::clip_grad_norm_(model.parameters(), u.clip) : grad_norm(model);
+    // The AMP skipped step: the scaler found an overflow, logged a NaN norm, halved its scale
+    // and skipped the update.
+    const bool amp_skip = f == fault::logged_nan_grad_norm_amp && step == s.onset;
+    if (amp_skip) {
+      norm = std::numeric_limits<double>::quiet_NaN();
+      loss_scale *= 0.5;
+    } else {
+      opt->step();
+    }
+
+    mon.begin_step(step);
+    mon.observe_loss(loss_value);
+    mon.observe_lr(lr);
+    mon.observe_grad_norm(norm);
+    if (f == fault::logged_nan_grad_norm_amp) mon.observe_loss_scale(loss_scale);
+    observe_module(mon, model, prev, tap, logits, /*logits=*/!mse);
+    if ((step + 1) % val_every == 0 || step + 1 == s.steps) {
+      torch::NoGradGuard no_grad;
+      model.eval();
+      taps vt;
+      auto vx = tokens ? val_x : val_x * input_scale;
+      auto out = model.forward(vx, vt);
+      const double v = loss_of(out, vx, val_y, vt).item<double>();
+      mon.observe_val_loss(v);
+      if (!seen_val) res.val_first = v;
+      seen_val = true;
+      res.val_last = v;
+    }
+    examples::close_step(res.run, hooks, mon, step, loss_value);
+  }
+  const auto& L = res.run.losses;
+  const auto n = static_cast<std::ptrdiff_t>(L.size());
+  const auto head = std::min<std::ptrdiff_t>(5, n), tail = std::max<std::ptrdiff_t>(1, n / 10);
+  res.initial_loss = std::accumulate(L.begin(), L.begin() + head, 0.0) / static_cast<double>(head);
+  res.final_loss = std::accumulate(L.end() - tail, L.end(), 0.0) / static_cast<double>(tail);
+  res.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  return res;
+}
+
+}  // namespace zoo
