@@ -37,9 +37,9 @@
 namespace {
 
 struct settings {
-  bool quick = false, check = false, list = false, healthy_only = false, faults_only = false;
+  bool quick = false, check = false, list = false, healthy_only = false, faults_only = false, verbose = false;
   int jobs = 1;
-  std::string family;
+  std::string family, only;
 };
 
 std::string family_names(std::optional<zoo::split> only = std::nullopt) {
@@ -77,7 +77,9 @@ constexpr const char* short_name(zoo::split s) {
                "                  >= 0.95, right question >= 0.9, top-1 localization >= 0.9, median steps <= 10)\n"
                "  --jobs N        runs at a time (one thread each)\n"
                "  --family NAME   one family: %s\n"
-               "  --list          print the runs and exit\n",
+               "  --list          print the runs and exit\n"
+               "  --only TEXT     the runs whose description (as --list prints it) contains TEXT\n"
+               "  --verbose       every run's findings at warning or above, with their evidence\n",
                why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str());
   std::exit(code);
 }
@@ -91,6 +93,11 @@ settings parse(int argc, char** argv) {
     else if (a == "--list") s.list = true;
     else if (a == "--healthy-only") s.healthy_only = true;
     else if (a == "--faults-only") s.faults_only = true;
+    else if (a == "--verbose") s.verbose = true;
+    else if (a == "--only") {
+      if (i + 1 >= argc) usage("--only needs a value");
+      s.only = argv[++i];
+    }
     else if (a == "--help" || a == "-h") usage("", 0);
     else if (a == "--jobs" || a == "--family") {
       if (i + 1 >= argc) usage(std::string(a) + " needs a value");
@@ -132,7 +139,8 @@ int main(int argc, char** argv) try {
   auto specs = zoo::make_specs(s.quick);
   std::erase_if(specs, [&](const zoo::run_spec& r) {
     return (!s.family.empty() && r.family != s.family) || (s.healthy_only && r.planted != zoo::fault::none) ||
-           (s.faults_only && r.planted == zoo::fault::none);
+           (s.faults_only && r.planted == zoo::fault::none) ||
+           (!s.only.empty() && r.describe().find(s.only) == std::string::npos);
   });
   if (s.list) {
     for (const auto& r : specs)
@@ -171,6 +179,8 @@ int main(int argc, char** argv) try {
                    r.spec.planted == zoo::fault::none ? "healthy" : std::string(zoo::info(r.spec.planted)->name).c_str(),
                    r.initial_loss, r.final_loss, r.run.findings.size(), r.seconds,
                    r.skipped.empty() ? "" : ("  skipped: " + r.skipped).c_str());
+      if (s.verbose)
+        for (const auto& f : r.run.findings) examples::print_finding(stderr, f);
     }
   };
   std::vector<std::thread> pool;

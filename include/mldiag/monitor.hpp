@@ -153,8 +153,11 @@ class monitor {
     };
     if (c.learning_rate && (!std::isfinite(*c.learning_rate) || *c.learning_rate <= 0.0)) {
       add(question::convergence, "learning rate not finite or negative", severity::critical, {{"lr", *c.learning_rate}});
-    } else if (c.learning_rate && *c.learning_rate > 1.0) {
-      add(question::convergence, "learning rate absurdly large", severity::warning, {{"lr", *c.learning_rate}});
+    } else if (const double max_lr = detectors::lr_sanity::config{}.max_lr; c.learning_rate && *c.learning_rate > max_lr) {
+      // The same line as lr_sanity's at run time (one policy; issue 15: a VAE trained with SGD
+      // at 4 was "absurd" here and sane there).
+      add(question::convergence, "learning rate absurdly large", severity::warning,
+          {{"lr", *c.learning_rate}, {"max_lr", max_lr}});
     }
     // The observed learning rate is compared with the configured peak from now on.
     if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
