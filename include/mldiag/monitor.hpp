@@ -234,10 +234,10 @@ class monitor {
   // of it — vanishing gradients from the zeros left in NaN gradients, an update ratio of NaN
   // parameters — and is marked so instead of being reported as a cause.
   void mark_consequences(std::int64_t step) {
+    // The run-breaking evidence itself is never a consequence; its critical findings start the horizon.
+    const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == "missing loss value"; };
     for (const auto& f : step_findings_) {
-      const bool breaking = f.severity == severity::critical &&
-                            (f.detector == "non_finite" || f.symptom == "missing loss value");
-      if (!breaking) continue;
+      if (f.severity != severity::critical || !breaking_kind(f)) continue;
       if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {
         breaking_step_ = step;
         breaking_symptom_ = f.symptom;
@@ -246,7 +246,7 @@ class monitor {
     }
     if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) return;
     for (auto& f : step_findings_) {
-      if (f.detector == "non_finite" || f.symptom == "missing loss value") continue;
+      if (breaking_kind(f)) continue;
       f.consequence_of = breaking_symptom_;
       f.consequence_of_step = breaking_step_;
     }

@@ -69,16 +69,15 @@ class non_finite {
       f.symptom = "non-finite gradient norm";
       f.severity = norm_run_ >= c_.sustain ? severity::critical : severity::warning;
     }
-    double rule = 0.0;
-    const auto add = [&](const char* prefix, const tensor_evidence& t) {
+    double rule = 0.0;  // the rule of the first place listed: the origin
+    const auto add = [&](const char* prefix, const tensor_evidence& t, double r) {
+      if (t.stats.non_finite() == 0) return;
       f.where.emplace_back(prefix + std::string(o.names[t.id]), static_cast<double>(t.stats.non_finite()));
+      if (rule == 0.0) rule = r;
     };
-    for (const auto& t : s.activations)
-      if (t.stats.non_finite() > 0) add("act/", t), rule = rule == 0.0 ? 1.0 : rule;
-    for (auto it = s.gradients.rbegin(); it != s.gradients.rend(); ++it)
-      if (it->stats.non_finite() > 0) add("grad/", *it), rule = rule == 0.0 ? 2.0 : rule;
-    for (const auto& t : s.parameters)
-      if (t.stats.non_finite() > 0) add("param/", t), rule = rule == 0.0 ? 3.0 : rule;
+    for (const auto& t : s.activations) add("act/", t, 1.0);
+    for (auto it = s.gradients.rbegin(); it != s.gradients.rend(); ++it) add("grad/", *it, 2.0);
+    for (const auto& t : s.parameters) add("param/", t, 3.0);
     if (bad_loss) f.evidence.emplace_back("loss", s.loss);
     if (s.has_grad_norm) f.evidence.emplace_back("grad_norm", s.grad_norm);
     if (bad_norm && s.has_loss) f.evidence.emplace_back("loss_finite", std::isfinite(s.loss) ? 1.0 : 0.0);
