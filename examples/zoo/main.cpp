@@ -137,16 +137,18 @@ struct judged {
 int main(int argc, char** argv) try {
   const settings s = parse(argc, argv);
   auto specs = zoo::make_specs(s.quick);
+  // The line --list prints, and --only matches.
+  const auto line = [](const zoo::run_spec& r) {
+    return r.describe() + " fault " + (r.planted == zoo::fault::none ? "none" : std::string(zoo::info(r.planted)->name)) +
+           " onset " + std::to_string(r.onset);
+  };
   std::erase_if(specs, [&](const zoo::run_spec& r) {
     return (!s.family.empty() && r.family != s.family) || (s.healthy_only && r.planted != zoo::fault::none) ||
            (s.faults_only && r.planted == zoo::fault::none) ||
-           (!s.only.empty() && r.describe().find(s.only) == std::string::npos);
+           (!s.only.empty() && line(r).find(s.only) == std::string::npos);
   });
   if (s.list) {
-    for (const auto& r : specs)
-      std::printf("%-46s fault %s onset %lld\n", r.describe().c_str(),
-                  r.planted == zoo::fault::none ? "none" : std::string(zoo::info(r.planted)->name).c_str(),
-                  static_cast<long long>(r.onset));
+    for (const auto& r : specs) std::printf("%s\n", line(r).c_str());
     return 0;
   }
   one_thread_per_run();
