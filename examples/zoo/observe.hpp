@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// The zoo's monitor wiring, written once for every family the way the README wires a
-/// LibTorch loop: per named parameter its gradient, value and update; the activations the
+/// LibTorch loop: per named parameter its gradient, value and update; the cosine between
+/// consecutive steps' gradients; the activations the
 /// forward pass tapped, in forward order, and the loss input as "logits"; attention entropies;
 /// router loads.
 #pragma once
@@ -47,6 +48,7 @@ struct taps {
 /// a copy of every parameter, fine for the zoo's small models.
 struct previous_values {
   std::vector<torch::Tensor> old, update;
+  mldiag::gradient_persistence persist;  ///< consecutive gradients' cosine (gradients never zeroed)
   explicit previous_values(torch::nn::Module& m) {
     for (const auto& p : m.named_parameters()) {
       old.push_back(p.value().detach().clone());
@@ -71,6 +73,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     prev.old[i].copy_(p.detach());
     mon.observe(mldiag::role::update, key, mldiag::compute_stats(prev.update[i]));
   }
+  if (const auto c = mldiag::gradient_cosine(prev.persist, m)) mon.observe_grad_cosine(*c);
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
   for (const auto& [name, scores] : t.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));

@@ -42,6 +42,7 @@ struct scan_result {
   const auto* lr = run.metric("lr");
   const auto* grad_norm = run.metric("grad/global_norm");
   const auto* loss_scale = run.metric("loss_scale");
+  const auto* grad_cosine = run.metric("grad/step_cosine");
   if (grad_norm != nullptr) {
     bool all_zero = true, any = false;
     for (const double g : *grad_norm) {
@@ -75,6 +76,8 @@ struct scan_result {
     if (logged(lr, i, v)) mon.observe_lr(v);
     if (logged(grad_norm, i, v)) mon.observe_grad_norm(v);
     if (logged(loss_scale, i, v)) mon.observe_loss_scale(v);
+    // A cosine a log rounded out of [-1, 1] (or any non-number) is not one: left out.
+    if (logged(grad_cosine, i, v) && v >= -1.0 && v <= 1.0) mon.observe_grad_cosine(v);
     for (const auto& f : mon.end_step()) out.findings.push_back({run.steps[i], f});
   }
   if (loss != nullptr) {

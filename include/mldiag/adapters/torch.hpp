@@ -5,6 +5,7 @@
 
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
+#include "mldiag/evidence/persistence.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
@@ -12,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +74,47 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
     rec.record(role::parameter, item.key(), compute_stats(p.detach()));
     if (gradients && p.grad().defined()) rec.record(role::gradient, item.key(), compute_stats(p.grad()));
   }
+}
+
+/// Adds every defined .grad() of `module` to `persist` (evidence/persistence.hpp) and ends its
+/// step: the cosine between this step's gradients and the previous step's, or absent (first
+/// step, no gradients, a non-finite one). Each gradient is sampled on
+/// gradient_persistence::stride_for (at most its `max_per_tensor` elements); CUDA gradients
+/// are sampled on the device and copied to the host in one transfer, which waits for the
+/// stream (once per step).
+///
+/// **Example**
+/// ```cpp
+/// mldiag::gradient_persistence persist;  // one per model, outside the loop
+/// if (auto c = mldiag::gradient_cosine(persist, model)) mon.observe_grad_cosine(*c);
+/// ```
+[[nodiscard]] inline std::optional<double> gradient_cosine(gradient_persistence& persist, const torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::string> names;
+  std::vector<std::int64_t> numel, stride;
+  std::vector<at::Tensor> samples;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const at::Tensor& g = item.value().grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    const auto n = static_cast<std::size_t>(g.numel());
+    const auto st = static_cast<std::int64_t>(persist.stride_for(n));
+    samples.push_back(g.detach().reshape({-1}).slice(0, 0, g.numel(), st).to(at::kDouble));
+    names.push_back(item.key());
+    numel.push_back(g.numel());
+    stride.push_back(st);
+  }
+  if (!samples.empty()) {
+    const at::Tensor host = at::cat(samples).to(at::kCPU).contiguous();
+    const double* v = host.data_ptr<double>();
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto len = static_cast<std::size_t>(samples[i].numel());
+      persist.add_sampled(names[i], std::span<const double>(v + at, len), static_cast<std::size_t>(stride[i]),
+                          static_cast<std::size_t>(numel[i]));
+      at += len;
+    }
+  }
+  return persist.finish_step();
 }
 
 /// Records an activation tensor from forward code (detached; no copy).

@@ -60,7 +60,7 @@ any_detector configured(std::string_view detector_name, const parameters& p,
 
 /// Every detector the catalogue has, in the default set's order.
 inline constexpr std::string_view detector_names[] = {
-    "non_finite", "exploding_gradients", "loss_spike", "divergence", "lr_sanity", "configured_lr", "initial_loss",
+    "non_finite", "exploding_gradients", "persistent_gradients", "loss_spike", "divergence", "lr_sanity", "configured_lr", "initial_loss",
     "chance_level", "constant_loss", "train_val_gap", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
     "saturation", "frozen_parameters", "update_ratio", "attention_collapse", "expert_imbalance",
     "residual_write_ratio", "embedding_growth", "parameter_drift", "probabilities_as_logits",
@@ -88,6 +88,12 @@ inline constexpr std::string_view detector_names[] = {
     using C = train_val_gap::config;
     return configured<train_val_gap>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_ratio", &C::min_ratio},
                                                       field<C>{"min_gap", &C::min_gap}});
+  }
+  if (n == "persistent_gradients") {
+    using C = persistent_gradients::config;
+    return configured<persistent_gradients>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_cosine", &C::min_cosine},
+                                                             field<C>{"sustain", &C::sustain},
+                                                             field<C>{"min_loss_rises", &C::min_loss_rises}});
   }
   if (n == "exploding_gradients") {
     using C = exploding_gradients::config;

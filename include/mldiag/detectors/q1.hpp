@@ -237,6 +237,72 @@ class exploding_gradients {
   edge growth_;
 };
 
+/// Q1: gradients that persist from step to step, the signature of gradients never zeroed
+/// (a missing or misplaced `zero_grad()`): the median of the last `window` (20) cosines between
+/// consecutive steps' gradients (snapshot::grad_cosine, from a gradient_persistence) at least
+/// `min_cosine` (0.85) for `sustain` (20) steps in a row. A warning when the loss moved up on
+/// at least `min_loss_rises` (10%) of those steps, i.e. the batches differ, so the gradients
+/// should not agree; info when the loss falls smoothly (full-batch training, where consecutive
+/// gradients legitimately agree) or no loss is recorded. Reports the onset; `first_step` is
+/// where the persistence began. Chosen on the zoo's calibration families (docs/accuracy.md):
+/// healthy mini-batch runs stay below a median of 0.75 after their first 20 steps (a
+/// transformer's first steps reach 0.91 for two steps while it learns the unigram
+/// distribution, hence `sustain`); gradients never zeroed sit at 0.95-1.0 from the start,
+/// clipped or not, under SGD and Adam alike.
+class persistent_gradients {
+ public:
+  struct config {
+    std::size_t window = 20;
+    double min_cosine = 0.85;
+    std::size_t sustain = 20;
+    double min_loss_rises = 0.1;
+  };
+  persistent_gradients() : persistent_gradients(config{}) {}
+  explicit persistent_gradients(config c) : c_(c), cosines_(c.window < 1 ? 1 : c.window), rises_(c.window < 1 ? 1 : c.window) {
+    if (c.window < 1 || c.sustain < 1) throw error("persistent_gradients: window and sustain must be at least 1");
+    if (!(c.min_cosine > -1.0 && c.min_cosine < 1.0)) throw error("persistent_gradients: min_cosine must lie in (-1, 1)");
+  }
+  [[nodiscard]] std::string_view name() const { return "persistent_gradients"; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    const snapshot& s = o.now;
+    if (s.has_loss && std::isfinite(s.loss)) {
+      if (has_last_loss_) rises_.push(s.loss > last_loss_ ? 1.0 : 0.0);
+      last_loss_ = s.loss;
+      has_last_loss_ = true;
+    }
+    if (!s.has_grad_cosine || !std::isfinite(s.grad_cosine)) return;
+    cosines_.push(s.grad_cosine);
+    const bool high = cosines_.full() && cosines_.median() >= c_.min_cosine;
+    if (!high) {
+      run_ = 0;
+      fired_.rise(false);
+      return;
+    }
+    if (run_++ == 0) start_ = s.step;
+    if (!fired_.rise(run_ >= c_.sustain)) return;
+    const double rise_fraction = rises_.empty() ? std::numeric_limits<double>::quiet_NaN() : rises_.mean();
+    const bool batches_differ = rises_.full() && rise_fraction >= c_.min_loss_rises;
+    finding f = make_finding(question::convergence,
+                             batches_differ ? "gradients persist across steps"
+                                            : "gradients nearly identical step to step (full-batch training?)",
+                             batches_differ ? severity::warning : severity::info, s.step, name(),
+                             {{"median_cosine", cosines_.median()},
+                              {"steps", static_cast<double>(run_ + c_.window - 1)},
+                              {"loss_rise_fraction", rise_fraction}});
+    f.first_step = start_ - static_cast<std::int64_t>(c_.window) + 1;
+    out.push_back(std::move(f));
+  }
+
+ private:
+  config c_;
+  signals::window cosines_, rises_;
+  std::size_t run_ = 0;
+  std::int64_t start_ = -1;
+  double last_loss_ = 0.0;
+  bool has_last_loss_ = false;
+  edge fired_;
+};
+
 /// Q1: divergence signs other than a spike: a loss value that goes missing after losses were
 /// logged (critical); a loss that rose by at least `min_step_rise` on each of the last
 /// `rise_steps` observations, by `rise_fraction` and by `min_rise` nats (0.25, as loss_spike's)

@@ -235,7 +235,7 @@ class snapshot_layout {
 
   // The header cells.
   enum header_cell : std::size_t {
-    h_step, h_unknown, h_loss, h_val_loss, h_lr, h_loss_scale, h_grad_norm,
+    h_step, h_unknown, h_loss, h_val_loss, h_lr, h_loss_scale, h_grad_norm, h_grad_cosine,
     h_data_wait, h_forward, h_backward, h_optimizer, h_communication, h_total,
     h_memory, h_efficiency, header_cells
   };
@@ -349,6 +349,9 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
   // global one on every rank, sharded or not: it must agree. The norm of sharded gradients
   // observed as tensors comes from the merged tensors (snapshot::global_grad_norm).
   out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank, s.has_grad_norm);
+  // The cosine between consecutive steps' gradients: equal on every data-parallel replica;
+  // with sharded gradients each rank sees its shard's, and the mean stands for the whole.
+  out[L::h_grad_cosine] = detail::scalar_cell(k::mean, s.grad_cosine, rank, s.has_grad_cosine);
   const auto& t = s.timings;
   std::size_t h = L::h_data_wait;
   for (double v : {t.data_wait, t.forward, t.backward, t.optimizer, t.communication, t.total})
@@ -440,6 +443,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
   };
   mean_of(L::h_loss, s.has_loss, s.loss);
   mean_of(L::h_val_loss, s.has_val_loss, s.val_loss);
+  mean_of(L::h_grad_cosine, s.has_grad_cosine, s.grad_cosine);
   const auto agreed = [&](std::size_t h, const char* what, bool& has, double& v) {
     has = merged[h].type == k::agree;
     v = has ? value(h) : std::numeric_limits<double>::quiet_NaN();

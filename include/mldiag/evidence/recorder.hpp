@@ -84,6 +84,16 @@ class recorder {
     current_.has_grad_norm = true;
     current_.grad_norm = norm;
   }
+  /// The cosine between this step's gradients and the previous step's (gradient_persistence).
+  void record_grad_cosine(double cosine) {
+    require_open("record_grad_cosine");
+    if (!(cosine >= -1.0 - 1e-9 && cosine <= 1.0 + 1e-9)) {
+      throw error("recorder::record_grad_cosine: " + std::to_string(cosine) +
+                  " is not a cosine in [-1, 1]; record gradient_persistence::finish_step()'s value");
+    }
+    current_.has_grad_cosine = true;
+    current_.grad_cosine = cosine;
+  }
   void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
   /// Memory evidence; every known value must be >= 0 and allocated must not exceed reserved
   /// (reserved includes allocated in every caching allocator).

@@ -161,6 +161,10 @@ struct snapshot {
   /// (a skipped fp16 step, or a real failure), not an absent value.
   bool has_grad_norm = false;
   double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  /// The cosine between this step's gradients and the previous step's (gradient_persistence,
+  /// evidence/persistence.hpp): near 1 for long when gradients are never zeroed.
+  bool has_grad_cosine = false;
+  double grad_cosine = std::numeric_limits<double>::quiet_NaN();
 
   std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates;
   /// Relative drift from initialization, ||theta - theta0|| / ||theta0||, by parameter id
@@ -180,8 +184,8 @@ struct snapshot {
   void clear(std::int64_t new_step) noexcept {
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     step = new_step;
-    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = false;
-    loss = val_loss = lr = loss_scale = grad_norm = nan;
+    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = has_grad_cosine = false;
+    loss = val_loss = lr = loss_scale = grad_norm = grad_cosine = nan;
     for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates}) v->clear();
     drift.clear();
     attention.clear();

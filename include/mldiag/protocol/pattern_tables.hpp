@@ -21,8 +21,8 @@ struct pattern_row {
   std::string_view first_action;
 };
 
-/// Loss not decreasing (8 rows), efficiency (11 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 23> pattern_tables{{
+/// Loss not decreasing (9 rows), efficiency (11 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 24> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike", "learning rate absurdly large",
@@ -42,6 +42,12 @@ inline constexpr std::array<pattern_row, 23> pattern_tables{{
     {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero", "loss constant from the start"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
+    // Gradients that agree step after step though the batches differ: .grad is summed into,
+    // never reset (issue 15's zoo: found through the cosine between consecutive gradients).
+    {"loss not decreasing", {"gradients persist across steps", "", ""},
+     "gradients accumulate across steps: zero_grad() is missing or misplaced", "gradient_zeroing",
+     "call zero_grad() once per optimizer step, after step() and before the next backward (with gradient accumulation: "
+     "after the last micro-batch's step)"},
     // A training loss that leaves the validation loss far behind: the model memorizes what it
     // is trained on (the same batch every step) or the two data sets differ.
     {"loss not decreasing", {"training loss far below validation loss", "", ""}, "the model memorizes its training data",

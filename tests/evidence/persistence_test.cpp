@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradient_persistence: the sketched cosine between consecutive steps' gradients against the
+// exact float64 cosine, its absent cases, and its errors.
+#include <doctest/doctest.h>
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/evidence/persistence.hpp"
+#include "mldiag/evidence/recorder.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+// "w<t>", built by appending: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
+// "w" + std::to_string(t).
+std::string tensor_name(std::size_t t) {
+  std::string s = "w";
+  s += std::to_string(t);
+  return s;
+}
+
+// Tensors of awkward sizes: below, at and far above max_per_tensor (4096: sampled).
+const std::vector<std::size_t> sizes = {1, 7, 4096, 4097, 30000, 250000};
+
+// b = rho * a + sqrt(1 - rho^2) * noise, per tensor, so the exact cosine is near rho.
+struct pair_of_steps {
+  std::vector<std::vector<float>> a, b;
+};
+pair_of_steps correlated(double rho, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> n01;
+  pair_of_steps p;
+  for (std::size_t n : sizes) {
+    std::vector<float> a(n), b(n);
+    const double scale = 1.0 + static_cast<double>(n % 5);  // tensors differ in scale
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = n01(gen), y = n01(gen);
+      a[i] = static_cast<float>(scale * x);
+      b[i] = static_cast<float>(scale * (rho * x + std::sqrt(1.0 - rho * rho) * y));
+    }
+    p.a.push_back(std::move(a));
+    p.b.push_back(std::move(b));
+  }
+  return p;
+}
+
+// The float64 cosine over every element of every tensor (the reference).
+double exact_cosine(const pair_of_steps& p) {
+  long double dot = 0, a2 = 0, b2 = 0;
+  for (std::size_t t = 0; t < p.a.size(); ++t) {
+    for (std::size_t i = 0; i < p.a[t].size(); ++i) {
+      dot += static_cast<long double>(p.a[t][i]) * p.b[t][i];
+      a2 += static_cast<long double>(p.a[t][i]) * p.a[t][i];
+      b2 += static_cast<long double>(p.b[t][i]) * p.b[t][i];
+    }
+  }
+  return static_cast<double>(dot / std::sqrt(a2 * b2));
+}
+
+std::optional<double> sketched(mldiag::gradient_persistence& g, const pair_of_steps& p) {
+  for (std::size_t t = 0; t < p.a.size(); ++t) g.add(tensor_name(t), std::span<const float>(p.a[t]));
+  CHECK_FALSE(g.finish_step().has_value());  // the first step has nothing to compare with
+  for (std::size_t t = 0; t < p.b.size(); ++t) g.add(tensor_name(t), std::span<const float>(p.b[t]));
+  return g.finish_step();
+}
+
+}  // namespace
+
+TEST_CASE("gradient_persistence estimates the cosine of consecutive gradients within 0.05 of float64") {
+  for (const double rho : {0.0, 0.3, 0.9, 0.99, -0.7}) {
+    CAPTURE(rho);
+    const auto p = correlated(rho, 11u + static_cast<unsigned>(100 * (rho + 1.0)));
+    const double exact = exact_cosine(p);
+    mldiag::gradient_persistence g;
+    const auto c = sketched(g, p);
+    REQUIRE(c.has_value());
+    CAPTURE(exact);
+    CAPTURE(*c);
+    // Standard error sqrt(2 / 4096) = 0.022 from the sketch, plus the sampling of the large
+    // tensors (about 4096 of each): 0.05 is more than two standard errors of both.
+    CHECK(std::fabs(*c - exact) < 0.05);
+  }
+}
+
+TEST_CASE("gradient_persistence: identical gradients give 1, negated ones -1, to rounding") {
+  const auto p = correlated(0.0, 5);
+  pair_of_steps same{p.a, p.a}, negated{p.a, p.a};
+  for (auto& t : negated.b)
+    for (auto& v : t) v = -v;
+  mldiag::gradient_persistence g1, g2;
+  const auto c1 = sketched(g1, same), c2 = sketched(g2, negated);
+  REQUIRE(c1.has_value());
+  REQUIRE(c2.has_value());
+  CHECK(*c1 == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(*c2 == doctest::Approx(-1.0).epsilon(1e-12));
+}
+
+TEST_CASE("gradient_persistence: add_sampled with a gathered sample equals add") {
+  const auto p = correlated(0.5, 9);
+  mldiag::gradient_persistence direct, gathered;
+  const auto c_direct = sketched(direct, p);
+  for (const auto* step : {&p.a, &p.b}) {
+    for (std::size_t t = 0; t < step->size(); ++t) {
+      const auto& v = (*step)[t];
+      const std::size_t s = gathered.stride_for(v.size());
+      std::vector<double> sample;
+      for (std::size_t i = 0; i < v.size(); i += s) sample.push_back(v[i]);
+      gathered.add_sampled(tensor_name(t), std::span<const double>(sample), s, v.size());
+    }
+    if (step == &p.a) CHECK_FALSE(gathered.finish_step().has_value());
+  }
+  const auto c_gathered = gathered.finish_step();
+  REQUIRE(c_direct.has_value());
+  REQUIRE(c_gathered.has_value());
+  CHECK(*c_gathered == doctest::Approx(*c_direct).epsilon(1e-12));
+  // The stride is odd above max_per_tensor, 1 below.
+  CHECK(gathered.stride_for(4096) == 1);
+  CHECK(gathered.stride_for(250000) % 2 == 1);
+  CHECK((250000 + gathered.stride_for(250000) - 1) / gathered.stride_for(250000) <= 4096);
+}
+
+TEST_CASE("gradient_persistence: absent without a previous step, for zeros, and around a NaN") {
+  mldiag::gradient_persistence g;
+  const std::vector<float> ones(100, 1.0f), zeros(100, 0.0f);
+  std::vector<float> with_nan(100, 1.0f);
+  with_nan[50] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(g.finish_step().has_value());  // nothing added
+  g.add("w", std::span<const float>(ones));
+  CHECK_FALSE(g.finish_step().has_value());  // first step
+  g.add("w", std::span<const float>(zeros));
+  CHECK_FALSE(g.finish_step().has_value());  // a zero gradient has no direction
+  g.add("w", std::span<const float>(ones));
+  CHECK_FALSE(g.finish_step().has_value());  // the previous step was zeros
+  g.add("w", std::span<const float>(with_nan));
+  CHECK_FALSE(g.finish_step().has_value());  // NaN: non_finite's business, not a cosine
+  g.add("w", std::span<const float>(ones));
+  CHECK_FALSE(g.finish_step().has_value());  // the previous step held a NaN
+  g.add("w", std::span<const float>(ones));
+  const auto c = g.finish_step();
+  REQUIRE(c.has_value());
+  CHECK(*c == doctest::Approx(1.0));
+  g.reset();
+  g.add("w", std::span<const float>(ones));
+  CHECK_FALSE(g.finish_step().has_value());  // reset forgets the previous step
+}
+
+TEST_CASE("gradient_persistence and the recorder refuse bad input with an mldiag: message") {
+  CHECK_THROWS_WITH_AS(mldiag::gradient_persistence(0), doctest::Contains("mldiag:"), mldiag::error);
+  CHECK_THROWS_WITH_AS(mldiag::gradient_persistence(16, 0), doctest::Contains("max_per_tensor"), mldiag::error);
+  mldiag::gradient_persistence g;
+  const std::vector<double> three(3, 1.0);
+  CHECK_THROWS_WITH_AS(g.add_sampled("w", std::span<const double>(three), 1, 10), doctest::Contains("stride_for"),
+                       mldiag::error);
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  CHECK_THROWS_WITH_AS(rec.record_grad_cosine(1.5), doctest::Contains("not a cosine"), mldiag::error);
+  CHECK_THROWS_AS(rec.record_grad_cosine(std::numeric_limits<double>::quiet_NaN()), mldiag::error);
+  rec.record_grad_cosine(-1.0);
+  CHECK(rec.end_step().grad_cosine == -1.0);
+}
