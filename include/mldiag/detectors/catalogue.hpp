@@ -182,7 +182,8 @@ inline constexpr std::string_view detector_names[] = {
     return configured<expert_imbalance>(n, p, std::array{field<C>{"min_normalized_entropy", &C::min_normalized_entropy},
                                                          field<C>{"max_over_mean", &C::max_over_mean},
                                                          field<C>{"sustain", &C::sustain},
-                                                         field<C>{"min_load_per_expert", &C::min_load_per_expert}});
+                                                         field<C>{"min_load_per_expert", &C::min_load_per_expert},
+                                                         field<C>{"warmup", &C::warmup}});
   }
   if (n == "residual_write_ratio") {
     using C = residual_write_ratio::config;
