@@ -5,11 +5,26 @@
 #   apt-get download python3-sklearn && dpkg-deb -x ... && gunzip digits.csv.gz
 # into third_party/data/digits.csv (git-ignored). The examples fall back to a generated data
 # set when the file is absent, and say so.
+# From the same package it also copies three UCI tables for the zoo's `tabular` family into
+# third_party/data/: breast_cancer.csv (569 x 30, 2 classes), wine_data.csv (178 x 13, 3
+# classes) and iris.csv (150 x 4, 3 classes), sklearn's format (a first line "n_samples,
+# n_features,class names...", then the features and the class per row). Without them the
+# zoo skips those runs and says so.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-out=third_party/data/digits.csv
+dir=third_party/data
+out=$dir/digits.csv
+tables=(breast_cancer.csv wine_data.csv iris.csv)
+need_digits=1
 if [ -s "$out" ]; then
   echo "mldiag: $out already there"
+  need_digits=0
+fi
+need_tables=()
+for t in "${tables[@]}"; do
+  if [ -s "$dir/$t" ]; then echo "mldiag: $dir/$t already there"; else need_tables+=("$t"); fi
+done
+if [ "$need_digits" = 0 ] && [ "${#need_tables[@]}" = 0 ]; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
@@ -27,12 +42,28 @@ if ! (cd "$tmp" && apt-get download python3-sklearn >/dev/null 2>&1); then
   exit 0
 fi
 dpkg-deb -x "$tmp"/python3-sklearn_*.deb "$tmp/x"
-csv=$(find "$tmp/x" -name digits.csv.gz | head -1)
-if [ -z "$csv" ]; then
-  echo "mldiag: python3-sklearn has no digits.csv.gz; the examples will use generated digits" >&2
-  exit 0
+mkdir -p "$dir"
+if [ "$need_digits" = 1 ]; then
+  csv=$(find "$tmp/x" -name digits.csv.gz | head -1)
+  if [ -z "$csv" ]; then
+    echo "mldiag: python3-sklearn has no digits.csv.gz; the examples will use generated digits" >&2
+  else
+    gzip -dc "$csv" > "$out.tmp"
+    mv "$out.tmp" "$out"
+    echo "mldiag: wrote $out ($(wc -l < "$out") images)"
+  fi
 fi
-mkdir -p "$(dirname "$out")"
-gzip -dc "$csv" > "$out.tmp"
-mv "$out.tmp" "$out"
-echo "mldiag: wrote $out ($(wc -l < "$out") images)"
+for t in "${need_tables[@]}"; do
+  # Plain .csv in the versions seen (1.2.1); a .csv.gz is taken too.
+  src=$(find "$tmp/x" -path '*/sklearn/datasets/data/*' \( -name "$t" -o -name "$t.gz" \) | head -1)
+  if [ -z "$src" ]; then
+    echo "mldiag: python3-sklearn has no $t; the zoo's tabular runs on it will be skipped" >&2
+    continue
+  fi
+  case "$src" in
+    *.gz) gzip -dc "$src" > "$dir/$t.tmp" ;;
+    *) cp "$src" "$dir/$t.tmp" ;;
+  esac
+  mv "$dir/$t.tmp" "$dir/$t"
+  echo "mldiag: wrote $dir/$t ($(head -1 "$dir/$t" | cut -d, -f1) rows)"
+done

@@ -2,7 +2,8 @@
 /// The zoo's data, all of it real and shipped by Debian: the UCI digits (the eigen_mlp loader),
 /// Fashion-MNIST (package dataset-fashion-mnist, IDX files read through zlib), two license
 /// texts for the language models (the transformer example's corpus loader) and, for the text
-/// classifier, windows of several license texts labelled by file (package base-files).
+/// classifier, windows of several license texts labelled by file (package base-files); for
+/// round 3's tabular family, three UCI tables from python3-sklearn (scripts/fetch-digits.sh).
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -38,8 +40,16 @@ struct text {
   torch::Tensor train, val;  // [n] int64 token ids
 };
 
+/// A UCI table from scikit-learn's csv: `z` standardized with the training rows' mean and
+/// standard deviation (the healthy recipe), `raw` the same rows with the features as the file
+/// has them (the tabular family's inputs_not_normalized).
+struct uci_table {
+  table z, raw;
+};
+
 struct data {
   std::optional<table> digits, fashion;
+  std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
   std::optional<text> gpl, apache;
   std::vector<std::string> missing;  ///< what could not be loaded, as messages
@@ -63,6 +73,79 @@ inline table load_digits(const std::string& path) {
   t.y_val = y.slice(0, n - 300, n);
   t.source = d.source;
   return t;
+}
+
+/// A table in scikit-learn's csv format (breast_cancer.csv, wine_data.csv, iris.csv): a first
+/// line "n_samples,n_features,class names...", then per row the features and the class index.
+/// Shuffled once (seed 7), the first 80% for training and the rest for validation.
+inline uci_table load_uci(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("mldiag: cannot read " + path + " (scripts/fetch-digits.sh fetches it)");
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (const char ch : line) {
+      if (ch == ',') out.emplace_back();
+      else if (ch != '\r') out.back() += ch;
+    }
+    return out;
+  };
+  auto number = [&](const std::string& f) {
+    double v = 0.0;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+    if (ec != std::errc() || end != f.data() + f.size())
+      throw std::runtime_error("mldiag: " + path + ": '" + f +
+                               "' is not a number; fetch it again (scripts/fetch-digits.sh)");
+    return v;
+  };
+  std::string line;
+  std::getline(in, line);
+  const auto head = fields(line);
+  if (head.size() < 4)
+    throw std::runtime_error("mldiag: " + path + " has no 'n_samples,n_features,classes...' first line");
+  const auto n = static_cast<std::int64_t>(number(head[0])), f = static_cast<std::int64_t>(number(head[1]));
+  const auto classes = static_cast<std::int64_t>(head.size()) - 2;
+  std::vector<float> xs;
+  std::vector<std::int64_t> ys;
+  while (std::getline(in, line)) {
+    if (line.empty() || line == "\r") continue;
+    const auto row = fields(line);
+    if (static_cast<std::int64_t>(row.size()) != f + 1)
+      throw std::runtime_error("mldiag: " + path + ": a row of " + std::to_string(row.size()) + " fields, not " +
+                               std::to_string(f + 1));
+    for (std::int64_t k = 0; k < f; ++k) xs.push_back(static_cast<float>(number(row[static_cast<std::size_t>(k)])));
+    const auto label = static_cast<std::int64_t>(number(row.back()));
+    if (label < 0 || label >= classes)
+      throw std::runtime_error("mldiag: " + path + ": class " + row.back() + " of " + std::to_string(classes));
+    ys.push_back(label);
+  }
+  if (static_cast<std::int64_t>(ys.size()) != n)
+    throw std::runtime_error("mldiag: " + path + " has " + std::to_string(ys.size()) + " rows, its first line says " +
+                             std::to_string(n));
+  auto x = torch::tensor(xs, torch::kFloat).view({n, f});
+  auto y = torch::tensor(ys, torch::kLong);
+  torch::Generator gen = at::detail::createCPUGenerator(7);
+  auto perm = torch::randperm(n, gen, torch::kLong);
+  x = x.index_select(0, perm);
+  y = y.index_select(0, perm);
+  const auto cut = n * 4 / 5;
+  uci_table u;
+  u.raw.x_train = x.slice(0, 0, cut);
+  u.raw.x_val = x.slice(0, cut, n);
+  u.raw.y_train = u.z.y_train = y.slice(0, 0, cut);
+  u.raw.y_val = u.z.y_val = y.slice(0, cut, n);
+  // The population standard deviation, as scikit-learn's StandardScaler; a constant feature
+  // (none in these tables) would be left centred, not divided by 0.
+  const auto mean = u.raw.x_train.mean(0, /*keepdim=*/true);
+  auto sd = (u.raw.x_train - mean).pow(2).mean(0, /*keepdim=*/true).sqrt();
+  sd = torch::where(sd > 0, sd, torch::ones_like(sd));
+  u.z.x_train = (u.raw.x_train - mean) / sd;
+  u.z.x_val = (u.raw.x_val - mean) / sd;
+  u.z.classes = u.raw.classes = classes;
+  u.z.side = u.raw.side = 0;  // not images
+  u.z.source = u.raw.source = path + " (" + std::to_string(cut) + " training and " + std::to_string(n - cut) +
+                              " validation rows, " + std::to_string(f) + " features, " + std::to_string(classes) +
+                              " classes)";
+  return u;
 }
 
 /// A whole .gz file.
@@ -194,6 +277,7 @@ inline table load_licenses(std::int64_t window = 64) {
 }
 
 /// Everything that can be loaded; what cannot is named in `missing` (its runs are skipped).
+/// The UCI tables are looked for beside the digits.
 inline data load_all(const std::string& digits_csv) {
   data d;
   auto attempt = [&](auto&& load, const std::string& what) {
@@ -208,6 +292,10 @@ inline data load_all(const std::string& digits_csv) {
   attempt([&] { d.gpl = load_text("/usr/share/common-licenses/GPL-3"); }, "GPL-3 text");
   attempt([&] { d.apache = load_text("/usr/share/common-licenses/Apache-2.0"); }, "Apache-2.0 text");
   attempt([&] { d.licenses = load_licenses(); }, "text_cnn");
+  const auto dir = digits_csv.substr(0, digits_csv.find_last_of('/') + 1);
+  attempt([&] { d.breast_cancer = load_uci(dir + "breast_cancer.csv"); }, "tabular breast-cancer");
+  attempt([&] { d.wine = load_uci(dir + "wine_data.csv"); }, "tabular wine");
+  attempt([&] { d.iris = load_uci(dir + "iris.csv"); }, "tabular iris");
   return d;
 }
 

@@ -6,6 +6,7 @@
 #include "../common/faults.hpp"
 #include "data.hpp"
 #include "families.hpp"
+#include "families_round3.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -86,6 +87,9 @@ struct setup {
   std::int64_t context = 32;
   double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
   double sgd_weight_decay = 0.0;
+  /// inputs_not_normalized is planted in the data (the tabular family's raw features), not by
+  /// scaling the inputs x255.
+  bool raw_inputs = false;
   std::string why_not;
 };
 
@@ -162,6 +166,40 @@ inline setup build(const run_spec& s, const data& d) {
     u.model = std::make_shared<vae_net>(in, widths, latent, s.seed * 104729 + 3);
     u.classes = 0;
     u.elbo = true;
+  } else if (s.family == "tabular") {
+    // breast-cancer-*, wine-* or iris-*; *-mlp: two hidden ReLU layers of 32, *-logreg: one
+    // Linear (multinomial logistic regression).
+    const bool bc = s.variant.rfind("breast-cancer", 0) == 0, wine = s.variant.rfind("wine", 0) == 0;
+    const auto& t = bc ? d.breast_cancer : wine ? d.wine : d.iris;
+    if (!t) {
+      u.why_not = std::string("third_party/data/") + (bc ? "breast_cancer.csv" : wine ? "wine_data.csv" : "iris.csv") +
+                  " is missing (scripts/fetch-digits.sh)";
+      return u;
+    }
+    // Unnormalized tabular inputs are the features as the file has them (areas in the
+    // thousands beside ratios near 0.01), not x255: that is a pixel bug.
+    u.raw_inputs = s.planted == fault::inputs_not_normalized;
+    u.tab = u.raw_inputs ? &t->raw : &t->z;
+    const bool logreg = s.variant.find("logreg") != std::string::npos;
+    u.model = std::make_shared<tabular_net>(u.tab->x_train.size(1),
+                                            logreg ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{32, 32},
+                                            u.tab->classes);
+    u.classes = u.tab->classes;
+  } else if (s.family == "vit") {
+    if (!need_table()) return u;
+    // fashion-p<patch>-d<width>-<cls|mean>: 2 pre-norm blocks, 16-wide heads, MLP 4 x d.
+    const std::int64_t patch = s.variant.find("-p4-") != std::string::npos ? 4 : 7;
+    const std::int64_t width = s.variant.find("-d64-") != std::string::npos ? 64 : 32;
+    u.model = std::make_shared<vit_net>(u.tab->side, patch, width, width / 16, 2, 4 * width,
+                                        s.variant.find("-cls") != std::string::npos, 10);
+    u.classes = 10;
+    u.clip = 1.0;  // as ViTs are trained
+  } else if (s.family == "lenet") {
+    if (!need_table()) return u;
+    const bool relu = s.variant.find("relu-max") != std::string::npos;
+    const double dropout = s.variant.find("drop25") != std::string::npos ? 0.25 : 0.5;
+    u.model = std::make_shared<lenet_net>(u.tab->side, relu, dropout, 10, s.seed * 104729 + 5);
+    u.classes = 10;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -196,6 +234,7 @@ struct sampler {
   std::pair<torch::Tensor, torch::Tensor> draw(std::int64_t b, bool shifted = true) {
     if (u.tab) {
       const auto n = u.tab->x_train.size(0);
+      b = std::min(b, n);  // full_batch: every training row, every step
       if (!order.defined() || next + b > n) {
         order = torch::randperm(n, gen, torch::kLong);
         next = 0;
@@ -282,7 +321,7 @@ inline result train(const run_spec& s, const data& d) {
     detail::sampler vs(u, 424242);
     std::tie(val_x, val_y) = vs.windows(u.txt->val, 32, f != fault::lm_targets_not_shifted);
   }
-  const double input_scale = f == fault::inputs_not_normalized ? 255.0 : 1.0;
+  const double input_scale = f == fault::inputs_not_normalized && !u.raw_inputs ? 255.0 : 1.0;
   auto loss_of = [&](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y, const taps& t) {
     if (u.elbo) {
       // The negative ELBO: the Bernoulli decoder's cross-entropy summed over the input values,
