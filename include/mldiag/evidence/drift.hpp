@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/evidence/sketch.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -111,16 +112,8 @@ class drift_tracker {
     return it;
   }
 
-  // splitmix64: a well-mixed 64-bit hash of the index, giving the bucket and the sign.
-  static std::uint64_t mix(std::uint64_t x) noexcept {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
   void add(std::vector<double>& buckets, std::size_t i, double v) const noexcept {
-    const std::uint64_t h = mix(seed_ ^ static_cast<std::uint64_t>(i));
-    buckets[static_cast<std::size_t>(h % k_)] += (h >> 63) ? v : -v;
+    detail::sketch_add(buckets, seed_, static_cast<std::uint64_t>(i), v);
   }
 
   mode mode_;

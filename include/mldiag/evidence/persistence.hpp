@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/evidence/sketch.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -116,7 +117,7 @@ class gradient_persistence {
  private:
   template <class Get>
   void accumulate(std::string_view name, std::size_t samples, std::size_t stride, Get get) {
-    const std::uint64_t key = mix(seed_ ^ hash_name(name));
+    const std::uint64_t key = detail::splitmix64(seed_ ^ detail::fnv1a(name));
     // Each sample stands for `stride` elements: weighted by sqrt(stride), the sampled squared
     // norm estimates the tensor's.
     const double w = std::sqrt(static_cast<double>(stride));
@@ -126,28 +127,10 @@ class gradient_persistence {
         finite_ = false;
         continue;
       }
-      const std::uint64_t h = mix(key ^ (static_cast<std::uint64_t>(j * stride) * 0x9e3779b97f4a7c15ull));
-      current_[static_cast<std::size_t>(h % k_)] += (h >> 63) ? w * v : -w * v;
+      detail::sketch_add(current_, key, static_cast<std::uint64_t>(j * stride), w * v);
     }
     added_ = true;
   }
-  // FNV-1a over the name: stable across runs and platforms (std::hash need not be).
-  static std::uint64_t hash_name(std::string_view s) noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (char c : s) {
-      h ^= static_cast<unsigned char>(c);
-      h *= 0x100000001b3ull;
-    }
-    return h;
-  }
-  // splitmix64's finalizer: bucket and sign from one well-mixed hash.
-  static std::uint64_t mix(std::uint64_t x) noexcept {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-
   std::size_t k_, max_per_tensor_;
   std::uint64_t seed_;
   std::vector<double> current_, previous_;
