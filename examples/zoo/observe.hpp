@@ -73,7 +73,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     prev.old[i].copy_(p.detach());
     mon.observe(mldiag::role::update, key, mldiag::compute_stats(prev.update[i]));
   }
-  if (const auto c = mldiag::gradient_cosine(prev.persist, m)) mon.observe_grad_cosine(*c);
+  if (const auto c = mldiag::gradient_cosines_of(prev.persist, m)) mon.observe_grad_cosines(*c);
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
   for (const auto& [name, scores] : t.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));

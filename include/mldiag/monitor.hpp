@@ -98,9 +98,12 @@ class monitor {
   void observe_lr(double lr) { ensure_open(); recorder_.record_lr(lr); }
   void observe_loss_scale(double s) { ensure_open(); recorder_.record_loss_scale(s); }
   void observe_grad_norm(double n) { ensure_open(); recorder_.record_grad_norm(n); }
-  /// The cosine between this step's gradients and the previous step's, from a
+  /// The cosines between consecutive steps' gradients and between their increments, from a
   /// gradient_persistence (evidence/persistence.hpp): the evidence for gradients never zeroed.
-  void observe_grad_cosine(double c) { ensure_open(); recorder_.record_grad_cosine(c); }
+  void observe_grad_cosines(const gradient_cosines& c) {
+    ensure_open();
+    recorder_.record_grad_cosine(c.consecutive, c.increments);
+  }
   void observe_timings(const step_timings& t) { ensure_open(); recorder_.record_timings(t); }
   void observe_memory(const memory_evidence& m) { ensure_open(); recorder_.record_memory(m); }
   void observe_efficiency(const efficiency_evidence& e) { ensure_open(); recorder_.record_efficiency(e); }

@@ -68,7 +68,10 @@ std::optional<double> sketched(mldiag::gradient_persistence& g, const pair_of_st
   for (std::size_t t = 0; t < p.a.size(); ++t) g.add(tensor_name(t), std::span<const float>(p.a[t]));
   CHECK_FALSE(g.finish_step().has_value());  // the first step has nothing to compare with
   for (std::size_t t = 0; t < p.b.size(); ++t) g.add(tensor_name(t), std::span<const float>(p.b[t]));
-  return g.finish_step();
+  const auto c = g.finish_step();
+  if (!c) return std::nullopt;
+  CHECK_FALSE(c->increments.has_value());  // two steps have no pair of increments
+  return c->consecutive;
 }
 
 }  // namespace
@@ -119,7 +122,7 @@ TEST_CASE("gradient_persistence: add_sampled with a gathered sample equals add")
   const auto c_gathered = gathered.finish_step();
   REQUIRE(c_direct.has_value());
   REQUIRE(c_gathered.has_value());
-  CHECK(*c_gathered == doctest::Approx(*c_direct).epsilon(1e-12));
+  CHECK(c_gathered->consecutive == doctest::Approx(*c_direct).epsilon(1e-12));
   // The stride is odd above max_per_tensor, 1 below.
   CHECK(gathered.stride_for(4096) == 1);
   CHECK(gathered.stride_for(250000) % 2 == 1);
@@ -145,10 +148,69 @@ TEST_CASE("gradient_persistence: absent without a previous step, for zeros, and 
   g.add("w", std::span<const float>(ones));
   const auto c = g.finish_step();
   REQUIRE(c.has_value());
-  CHECK(*c == doctest::Approx(1.0));
+  CHECK(c->consecutive == doctest::Approx(1.0));
+  CHECK_FALSE(c->increments.has_value());  // the step before the previous held a NaN
   g.reset();
   g.add("w", std::span<const float>(ones));
   CHECK_FALSE(g.finish_step().has_value());  // reset forgets the previous step
+}
+
+TEST_CASE("gradient_persistence: the increments' cosine against float64 for accumulated and for noisy gradients") {
+  // Three steps g0, g1 = g0 + f1, g2 = g1 + f2 (never zeroed: the increments are the fresh
+  // gradients f1, f2, with cosine rho), and three steps mu + n_t (healthy: increments
+  // n1 - n0 and n2 - n1, cosine about -0.5 whatever mu is).
+  std::mt19937_64 gen(21);
+  std::normal_distribution<double> n01;
+  for (const bool accumulated : {true, false}) {
+    CAPTURE(accumulated);
+    std::vector<std::vector<std::vector<float>>> steps(3);  // [step][tensor][element]
+    for (std::size_t n : sizes) {
+      std::vector<double> mu(n), x(n), y(n), z(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        mu[i] = 3.0 * n01(gen);  // a direction every step shares, larger than the noise
+        x[i] = n01(gen);
+        y[i] = n01(gen);
+        z[i] = n01(gen);
+      }
+      for (std::size_t s = 0; s < 3; ++s) steps[s].emplace_back(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (accumulated) {
+          const double f1 = x[i], f2 = 0.6 * x[i] + 0.8 * y[i];  // cos(f1, f2) = 0.6
+          steps[0].back()[i] = static_cast<float>(mu[i]);
+          steps[1].back()[i] = static_cast<float>(mu[i] + f1);
+          steps[2].back()[i] = static_cast<float>(mu[i] + f1 + f2);
+        } else {
+          steps[0].back()[i] = static_cast<float>(mu[i] + x[i]);
+          steps[1].back()[i] = static_cast<float>(mu[i] + y[i]);
+          steps[2].back()[i] = static_cast<float>(mu[i] + z[i]);
+        }
+      }
+    }
+    // The float64 reference over every element.
+    long double dd = 0, n1 = 0, n0 = 0;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      for (std::size_t i = 0; i < sizes[t]; ++i) {
+        const long double d1 = static_cast<long double>(steps[2][t][i]) - steps[1][t][i];
+        const long double d0 = static_cast<long double>(steps[1][t][i]) - steps[0][t][i];
+        dd += d1 * d0;
+        n1 += d1 * d1;
+        n0 += d0 * d0;
+      }
+    }
+    const double exact = static_cast<double>(dd / std::sqrt(n1 * n0));
+    CHECK(exact == doctest::Approx(accumulated ? 0.6 : -0.5).epsilon(0.05));  // the planted structure
+    mldiag::gradient_persistence g;
+    std::optional<mldiag::gradient_cosines> c;
+    for (std::size_t s = 0; s < 3; ++s) {
+      for (std::size_t t = 0; t < sizes.size(); ++t) g.add(tensor_name(t), std::span<const float>(steps[s][t]));
+      c = g.finish_step();
+    }
+    REQUIRE(c.has_value());
+    REQUIRE(c->increments.has_value());
+    CAPTURE(exact);
+    CAPTURE(*c->increments);
+    CHECK(std::fabs(*c->increments - exact) < 0.05);
+  }
 }
 
 TEST_CASE("gradient_persistence and the recorder refuse bad input with an mldiag: message") {
@@ -162,6 +224,10 @@ TEST_CASE("gradient_persistence and the recorder refuse bad input with an mldiag
   rec.begin_step(0);
   CHECK_THROWS_WITH_AS(rec.record_grad_cosine(1.5), doctest::Contains("not a cosine"), mldiag::error);
   CHECK_THROWS_AS(rec.record_grad_cosine(std::numeric_limits<double>::quiet_NaN()), mldiag::error);
-  rec.record_grad_cosine(-1.0);
-  CHECK(rec.end_step().grad_cosine == -1.0);
+  CHECK_THROWS_WITH_AS(rec.record_grad_cosine(0.5, -2.0), doctest::Contains("not a cosine"), mldiag::error);
+  rec.record_grad_cosine(-1.0, 0.25);
+  const auto& s = rec.end_step();
+  CHECK(s.grad_cosine == -1.0);
+  CHECK(s.has_grad_increment_cosine);
+  CHECK(s.grad_increment_cosine == 0.25);
 }

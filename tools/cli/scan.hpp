@@ -43,6 +43,7 @@ struct scan_result {
   const auto* grad_norm = run.metric("grad/global_norm");
   const auto* loss_scale = run.metric("loss_scale");
   const auto* grad_cosine = run.metric("grad/step_cosine");
+  const auto* grad_increment_cosine = run.metric("grad/increment_cosine");
   if (grad_norm != nullptr) {
     bool all_zero = true, any = false;
     for (const double g : *grad_norm) {
@@ -77,7 +78,11 @@ struct scan_result {
     if (logged(grad_norm, i, v)) mon.observe_grad_norm(v);
     if (logged(loss_scale, i, v)) mon.observe_loss_scale(v);
     // A cosine a log rounded out of [-1, 1] (or any non-number) is not one: left out.
-    if (logged(grad_cosine, i, v) && v >= -1.0 && v <= 1.0) mon.observe_grad_cosine(v);
+    if (logged(grad_cosine, i, v) && v >= -1.0 && v <= 1.0) {
+      gradient_cosines c{v, std::nullopt};
+      if (double w = 0.0; logged(grad_increment_cosine, i, w) && w >= -1.0 && w <= 1.0) c.increments = w;
+      mon.observe_grad_cosines(c);
+    }
     for (const auto& f : mon.end_step()) out.findings.push_back({run.steps[i], f});
   }
   if (loss != nullptr) {

@@ -77,8 +77,8 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
 }
 
 /// Adds every defined .grad() of `module` to `persist` (evidence/persistence.hpp) and ends its
-/// step: the cosine between this step's gradients and the previous step's, or absent (first
-/// step, no gradients, a non-finite one). Each gradient is sampled on
+/// step: the cosines between this step's gradients and the previous step's and between their
+/// increments, or absent (first step, no gradients, a non-finite one). Each gradient is sampled on
 /// gradient_persistence::stride_for (at most its `max_per_tensor` elements); CUDA gradients
 /// are sampled on the device and copied to the host in one transfer, which waits for the
 /// stream (once per step).
@@ -86,9 +86,9 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
 /// **Example**
 /// ```cpp
 /// mldiag::gradient_persistence persist;  // one per model, outside the loop
-/// if (auto c = mldiag::gradient_cosine(persist, model)) mon.observe_grad_cosine(*c);
+/// if (auto c = mldiag::gradient_cosines_of(persist, model)) mon.observe_grad_cosines(*c);
 /// ```
-[[nodiscard]] inline std::optional<double> gradient_cosine(gradient_persistence& persist, const torch::nn::Module& module) {
+[[nodiscard]] inline std::optional<gradient_cosines> gradient_cosines_of(gradient_persistence& persist, const torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   std::vector<std::string> names;
   std::vector<std::int64_t> numel, stride;

@@ -92,6 +92,7 @@ inline constexpr std::string_view detector_names[] = {
   if (n == "persistent_gradients") {
     using C = persistent_gradients::config;
     return configured<persistent_gradients>(n, p, std::array{field<C>{"window", &C::window}, field<C>{"min_cosine", &C::min_cosine},
+                                                             field<C>{"min_increment_cosine", &C::min_increment_cosine},
                                                              field<C>{"sustain", &C::sustain},
                                                              field<C>{"min_loss_rises", &C::min_loss_rises}});
   }

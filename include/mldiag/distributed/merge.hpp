@@ -235,7 +235,7 @@ class snapshot_layout {
 
   // The header cells.
   enum header_cell : std::size_t {
-    h_step, h_unknown, h_loss, h_val_loss, h_lr, h_loss_scale, h_grad_norm, h_grad_cosine,
+    h_step, h_unknown, h_loss, h_val_loss, h_lr, h_loss_scale, h_grad_norm, h_grad_cosine, h_grad_increment_cosine,
     h_data_wait, h_forward, h_backward, h_optimizer, h_communication, h_total,
     h_memory, h_efficiency, header_cells
   };
@@ -352,6 +352,7 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
   // The cosine between consecutive steps' gradients: equal on every data-parallel replica;
   // with sharded gradients each rank sees its shard's, and the mean stands for the whole.
   out[L::h_grad_cosine] = detail::scalar_cell(k::mean, s.grad_cosine, rank, s.has_grad_cosine);
+  out[L::h_grad_increment_cosine] = detail::scalar_cell(k::mean, s.grad_increment_cosine, rank, s.has_grad_increment_cosine);
   const auto& t = s.timings;
   std::size_t h = L::h_data_wait;
   for (double v : {t.data_wait, t.forward, t.backward, t.optimizer, t.communication, t.total})
@@ -444,6 +445,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
   mean_of(L::h_loss, s.has_loss, s.loss);
   mean_of(L::h_val_loss, s.has_val_loss, s.val_loss);
   mean_of(L::h_grad_cosine, s.has_grad_cosine, s.grad_cosine);
+  mean_of(L::h_grad_increment_cosine, s.has_grad_increment_cosine, s.grad_increment_cosine);
   const auto agreed = [&](std::size_t h, const char* what, bool& has, double& v) {
     has = merged[h].type == k::agree;
     v = has ? value(h) : std::numeric_limits<double>::quiet_NaN();

@@ -6,6 +6,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/sketch.hpp"
 
+#include <algorithm>  // std::clamp
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,37 +19,49 @@
 
 namespace mldiag {
 
-/// The cosine between the gradients of consecutive steps, over every gradient added in a step.
+/// What gradient_persistence measures at the end of a step.
+struct gradient_cosines {
+  /// cos(g_t, g_{t-1}): the cosine between this step's gradients and the previous step's.
+  double consecutive = 0.0;
+  /// cos(g_t - g_{t-1}, g_{t-1} - g_{t-2}): the cosine between consecutive increments; absent
+  /// until three steps in a row have gradients.
+  std::optional<double> increments;
+};
+
+/// The cosines between the gradients of consecutive steps, and between their increments, over
+/// every gradient added in a step: the evidence that gradients are never zeroed.
 ///
-/// Why it is evidence: two mini-batches give gradients whose cosine is small (0.1-0.3 in the
-/// zoo's healthy runs, at most 0.74 as a median of 20 steps away from the first 20), while a
-/// gradient that is never zeroed is the sum of every step's, so consecutive ones are nearly
-/// parallel (0.95-1.0 from the first steps on, in every family of the zoo, clipped or not;
-/// docs/accuracy.md). Norms alone cannot tell: Adam divides the growing scale away and
-/// `clip_grad_norm_` caps it.
+/// Why two: a gradient that is never zeroed is the sum of every step's, so consecutive ones
+/// are nearly parallel (0.95-1.0 from the first steps on in the zoo's families, clipped or
+/// not; docs/accuracy.md) — but so are a healthy run's when one direction dominates every
+/// batch's gradient (an autoencoder pulled toward the mean image: 0.9-1.0 for hundreds of
+/// steps). The increments tell them apart: with mini-batch noise n_t, a healthy increment is
+/// n_t - n_{t-1}, and two consecutive ones share -n_{t-1}, so their cosine is about -0.5 (the
+/// zoo's healthy autoencoders: median -0.50); a never-zeroed gradient's increment is the fresh
+/// gradient itself, and two fresh gradients have a cosine of 0 or more (0.05-0.99). Norms alone
+/// cannot tell: Adam divides the growing scale away and `clip_grad_norm_` caps it.
 ///
 /// How: a CountSketch with `k` buckets (each element adds +-x to one bucket chosen by a hash of
-/// the tensor's name and the element's index), which is linear, so <S(a), S(b)> estimates
-/// <a, b> without bias (standard error of the cosine about sqrt(2 / k): k = 4096, 0.02). A
-/// tensor larger than `max_per_tensor` elements is sampled on a fixed stride (the same
-/// elements every step), each sample weighted by the stride so a tensor counts by its norm.
-/// Names must be the same from step to step; a tensor first seen this step adds to the sketch
-/// and the estimate stays unbiased for the tensors both steps share only up to that tensor's
-/// share, so add the same tensors every step.
+/// the tensor's name and the element's index), which is linear, so inner products of sketches
+/// (and of their differences) estimate those of the gradients without bias (standard error of
+/// a cosine about sqrt(2 / k): k = 4096, 0.02). A tensor larger than `max_per_tensor` elements
+/// is sampled on a fixed stride (the same elements every step), each sample weighted by the
+/// stride so a tensor counts by its norm. Names must be the same from step to step: add the
+/// same tensors every step.
 ///
-/// Cost: at most `max_per_tensor` (4096) hashed adds per tensor and step; memory 2k doubles
-/// for the whole model. `add` and `finish_step` allocate nothing after the first step.
+/// Cost: at most `max_per_tensor` (4096) hashed adds per tensor and step; memory 3k doubles
+/// for the whole model. `add` and `finish_step` allocate nothing.
 ///
 /// **Example**
 /// ```cpp
 /// mldiag::gradient_persistence persist;
 /// for (auto& [name, g] : grads) persist.add(name, std::span<const float>(g));  // every step
-/// if (auto c = persist.finish_step()) mon.observe_grad_cosine(*c);
+/// if (auto c = persist.finish_step()) mon.observe_grad_cosines(*c);
 /// ```
 class gradient_persistence {
  public:
   explicit gradient_persistence(std::size_t k = 4096, std::size_t max_per_tensor = 4096, std::uint64_t seed = 0x9e55)
-      : k_(k), max_per_tensor_(max_per_tensor), seed_(seed), current_(k, 0.0), previous_(k, 0.0) {
+      : k_(k), max_per_tensor_(max_per_tensor), seed_(seed), current_(k, 0.0), previous_(k, 0.0), before_(k, 0.0) {
     if (k == 0) throw error("gradient_persistence: a sketch needs k > 0 buckets");
     if (max_per_tensor == 0) throw error("gradient_persistence: max_per_tensor must be at least 1");
   }
@@ -85,22 +98,40 @@ class gradient_persistence {
     accumulate(name, sample.size(), stride, [&](std::size_t j) { return sample[j]; });
   }
 
-  /// Ends the step: the cosine between this step's sketch and the previous step's. Absent on
-  /// the first step, when either step added nothing or only zeros, and when this step held a
-  /// NaN or Inf (non_finite's business).
-  [[nodiscard]] std::optional<double> finish_step() noexcept {
-    std::optional<double> out;
-    if (added_ && finite_ && had_previous_) {
-      double dot = 0.0, a2 = 0.0, b2 = 0.0;
+  /// Ends the step: the cosines between this step's sketch and the previous step's, and
+  /// between their increments. Absent on the first step, when either step added nothing or
+  /// only zeros, and when this step held a NaN or Inf (non_finite's business).
+  [[nodiscard]] std::optional<gradient_cosines> finish_step() noexcept {
+    std::optional<gradient_cosines> out;
+    const bool valid = added_ && finite_;
+    if (valid && had_previous_) {
+      // The six inner products of the last three sketches give both cosines.
+      double cc = 0.0, cp = 0.0, pp = 0.0, cb = 0.0, pb = 0.0, bb = 0.0;
       for (std::size_t b = 0; b < k_; ++b) {
-        dot += current_[b] * previous_[b];
-        a2 += current_[b] * current_[b];
-        b2 += previous_[b] * previous_[b];
+        const double c = current_[b], p = previous_[b], q = before_[b];
+        cc += c * c;
+        cp += c * p;
+        pp += p * p;
+        cb += c * q;
+        pb += p * q;
+        bb += q * q;
       }
-      if (a2 > 0.0 && b2 > 0.0) out = dot / std::sqrt(a2 * b2);
+      if (cc > 0.0 && pp > 0.0) {
+        out = gradient_cosines{cp / std::sqrt(cc * pp), std::nullopt};
+        if (had_before_) {
+          // d_t = c - p, d_{t-1} = p - q.
+          const double dd = cp - cb - pp + pb;
+          const double n1 = cc - 2.0 * cp + pp, n0 = pp - 2.0 * pb + bb;
+          if (n1 > 0.0 && n0 > 0.0) out->increments = std::clamp(dd / std::sqrt(n1 * n0), -1.0, 1.0);
+        }
+        out->consecutive = std::clamp(out->consecutive, -1.0, 1.0);
+      }
     }
-    had_previous_ = added_ && finite_;
-    current_.swap(previous_);
+    had_before_ = valid && had_previous_;
+    had_previous_ = valid;
+    // before <- previous <- current, and current starts empty (no allocation: three buffers turn).
+    before_.swap(previous_);
+    previous_.swap(current_);
     for (auto& b : current_) b = 0.0;
     added_ = false;
     finite_ = true;
@@ -110,7 +141,7 @@ class gradient_persistence {
   /// Forgets the previous step (after a checkpoint reload or a change of the model).
   void reset() noexcept {
     for (auto& b : current_) b = 0.0;
-    had_previous_ = added_ = false;
+    had_previous_ = had_before_ = added_ = false;
     finite_ = true;
   }
 
@@ -133,8 +164,8 @@ class gradient_persistence {
   }
   std::size_t k_, max_per_tensor_;
   std::uint64_t seed_;
-  std::vector<double> current_, previous_;
-  bool added_ = false, finite_ = true, had_previous_ = false;
+  std::vector<double> current_, previous_, before_;
+  bool added_ = false, finite_ = true, had_previous_ = false, had_before_ = false;
 };
 
 }  // namespace mldiag

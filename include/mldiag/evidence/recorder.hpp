@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>  // std::function (the step hook)
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,15 +85,22 @@ class recorder {
     current_.has_grad_norm = true;
     current_.grad_norm = norm;
   }
-  /// The cosine between this step's gradients and the previous step's (gradient_persistence).
-  void record_grad_cosine(double cosine) {
+  /// The cosine between this step's gradients and the previous step's, and optionally the
+  /// cosine between their consecutive increments (gradient_persistence::finish_step()).
+  void record_grad_cosine(double cosine, std::optional<double> increments = std::nullopt) {
     require_open("record_grad_cosine");
-    if (!(cosine >= -1.0 - 1e-9 && cosine <= 1.0 + 1e-9)) {
-      throw error("recorder::record_grad_cosine: " + std::to_string(cosine) +
-                  " is not a cosine in [-1, 1]; record gradient_persistence::finish_step()'s value");
-    }
+    const auto check = [](double c) {
+      if (!(c >= -1.0 - 1e-9 && c <= 1.0 + 1e-9)) {
+        throw error("recorder::record_grad_cosine: " + std::to_string(c) +
+                    " is not a cosine in [-1, 1]; record gradient_persistence::finish_step()'s values");
+      }
+    };
+    check(cosine);
+    if (increments) check(*increments);
     current_.has_grad_cosine = true;
     current_.grad_cosine = cosine;
+    current_.has_grad_increment_cosine = increments.has_value();
+    current_.grad_increment_cosine = increments.value_or(std::numeric_limits<double>::quiet_NaN());
   }
   void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
   /// Memory evidence; every known value must be >= 0 and allocated must not exceed reserved

@@ -165,6 +165,10 @@ struct snapshot {
   /// evidence/persistence.hpp): near 1 for long when gradients are never zeroed.
   bool has_grad_cosine = false;
   double grad_cosine = std::numeric_limits<double>::quiet_NaN();
+  /// The cosine between consecutive increments of the gradients (g_t - g_{t-1} against
+  /// g_{t-1} - g_{t-2}): about -0.5 for mini-batch noise, 0 or more when gradients accumulate.
+  bool has_grad_increment_cosine = false;
+  double grad_increment_cosine = std::numeric_limits<double>::quiet_NaN();
 
   std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates;
   /// Relative drift from initialization, ||theta - theta0|| / ||theta0||, by parameter id
@@ -184,8 +188,8 @@ struct snapshot {
   void clear(std::int64_t new_step) noexcept {
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     step = new_step;
-    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = has_grad_cosine = false;
-    loss = val_loss = lr = loss_scale = grad_norm = grad_cosine = nan;
+    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = has_grad_cosine = has_grad_increment_cosine = false;
+    loss = val_loss = lr = loss_scale = grad_norm = grad_cosine = grad_increment_cosine = nan;
     for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates}) v->clear();
     drift.clear();
     attention.clear();

@@ -90,6 +90,7 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   if (s.has_loss_scale) field("loss_scale", s.loss_scale);
   if (s.has_global_grad_norm()) field("grad/global_norm", s.global_grad_norm());
   if (s.has_grad_cosine) field("grad/step_cosine", s.grad_cosine);
+  if (s.has_grad_increment_cosine) field("grad/increment_cosine", s.grad_increment_cosine);
   for (const role r : {role::gradient, role::parameter, role::activation, role::residual_input, role::block_output, role::update}) {
     for (const auto& t : s.of(r)) {
       field(named(metric_prefix(r), t.id, "norm"), norm_of(t.stats));  // NaN at the blow-up, not 0
