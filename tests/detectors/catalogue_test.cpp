@@ -235,6 +235,18 @@ TEST_CASE("initial_loss compares the first loss with ln(classes)") {
   const auto f = run(bad, 10, [](int step, mldiag::recorder&, double& loss, double&) { if (step == 0) loss = 9.0; });
   REQUIRE(f.size() == 1);
   CHECK(f.front().first_step == 0);
+  // Two classes: ln 2 = 0.69, and a freshly initialized model's first mini-batch sits within
+  // 0.5 nats of it (the absolute line); 0.25 ln 2 = 0.17 alone would warn at 0.95.
+  using C = mldiag::detectors::initial_loss::config;
+  CHECK(mldiag::detectors::initial_loss::near_chance(0.95, 2.0));
+  CHECK(mldiag::detectors::initial_loss::near_chance(0.25, 2.0));
+  CHECK_FALSE(mldiag::detectors::initial_loss::near_chance(1.25, 2.0));
+  CHECK_FALSE(mldiag::detectors::initial_loss::near_chance(0.95, 2.0, C{.min_difference = 0.0}));
+  // Ten classes: 0.25 ln 10 = 0.58 is the larger line.
+  CHECK(mldiag::detectors::initial_loss::near_chance(std::log(10.0) + 0.55, 10.0));
+  CHECK_FALSE(mldiag::detectors::initial_loss::near_chance(std::log(10.0) + 0.6, 10.0));
+  mldiag::detectors::initial_loss two({2, 0.25});
+  CHECK(run(two, 10, [](int step, mldiag::recorder&, double& loss, double&) { if (step == 0) loss = 0.95; }).empty());
 }
 
 TEST_CASE("chance_level fires when a classifier's loss stays at ln(classes) after the warm-up") {

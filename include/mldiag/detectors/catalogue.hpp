@@ -128,7 +128,8 @@ inline constexpr std::string_view detector_names[] = {
   }
   if (n == "initial_loss") {
     using C = initial_loss::config;
-    return configured<initial_loss>(n, p, std::array{field<C>{"classes", &C::classes}, field<C>{"tolerance", &C::tolerance}});
+    return configured<initial_loss>(n, p, std::array{field<C>{"classes", &C::classes}, field<C>{"tolerance", &C::tolerance},
+                                                     field<C>{"min_difference", &C::min_difference}});
   }
   if (n == "chance_level") {
     using C = chance_level::config;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mldiag/detectors/finding.hpp"
+#include "mldiag/detectors/q1.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -32,7 +33,8 @@ struct obvious_checks {
 };
 
 /// The checks the history itself can answer: learning rate sane and no NaN/Inf; the loss
-/// against ln(classes) when `classes` > 1. Labels are the caller's to check.
+/// against ln(classes) when `classes` > 1. Labels are the caller's to check. The lines are
+/// the detectors' (lr_sanity's `max_lr`, initial_loss's): one policy, not two.
 [[nodiscard]] inline obvious_checks check_obvious(const history& past, double classes = 0) {
   using r = obvious_checks::result;
   obvious_checks c;
@@ -42,7 +44,7 @@ struct obvious_checks {
     const snapshot& s = past[i];
     if (s.has_lr) {
       any_lr = true;
-      lr_ok = lr_ok && std::isfinite(s.lr) && s.lr >= 0.0 && s.lr <= 1.0;
+      lr_ok = lr_ok && std::isfinite(s.lr) && s.lr >= 0.0 && s.lr <= detectors::lr_sanity::config{}.max_lr;
     }
     if (s.has_loss && std::isnan(first_loss)) first_loss = s.loss;
     if (s.has_loss && !std::isfinite(s.loss)) finite = false;
@@ -52,7 +54,7 @@ struct obvious_checks {
   if (any_lr) c.learning_rate_sane = lr_ok ? r::passed : r::failed;
   c.no_nan_inf = finite ? r::passed : r::failed;
   if (classes > 1 && std::isfinite(first_loss)) {
-    c.loss_matches_task = std::fabs(first_loss - std::log(classes)) <= 0.25 * std::log(classes) ? r::passed : r::failed;
+    c.loss_matches_task = detectors::initial_loss::near_chance(first_loss, classes) ? r::passed : r::failed;
   }
   return c;
 }
