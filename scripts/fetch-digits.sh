@@ -10,11 +10,22 @@
 # classes) and iris.csv (150 x 4, 3 classes), sklearn's format (a first line "n_samples,
 # n_features,class names...", then the features and the class per row). Without them the
 # zoo skips those runs and says so.
+# And for the zoo's round-4 `regression` family the UCI diabetes table, gunzipped:
+# diabetes_data.csv (442 rows of 10 whitespace-separated raw features: sklearn's
+# diabetes_data_raw.csv.gz) and diabetes_target.csv (442 targets: diabetes_target.csv.gz).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dir=third_party/data
 out=$dir/digits.csv
-tables=(breast_cancer.csv wine_data.csv iris.csv)
+tables=(breast_cancer.csv wine_data.csv iris.csv diabetes_data.csv diabetes_target.csv)
+# The file each table is copied from, where its name in the package differs (only the raw
+# features: older packages' diabetes_data.csv.gz held sklearn's pre-scaled ones).
+source_of() {
+  case "$1" in
+    diabetes_data.csv) echo diabetes_data_raw.csv ;;
+    *) echo "$1" ;;
+  esac
+}
 need_digits=1
 if [ -s "$out" ]; then
   echo "mldiag: $out already there"
@@ -54,10 +65,11 @@ if [ "$need_digits" = 1 ]; then
   fi
 fi
 for t in "${need_tables[@]}"; do
-  # Plain .csv in the versions seen (1.2.1); a .csv.gz is taken too.
-  src=$(find "$tmp/x" -path '*/sklearn/datasets/data/*' \( -name "$t" -o -name "$t.gz" \) | head -1)
+  # Plain .csv in the versions seen (1.2.1; the diabetes files .csv.gz); either is taken.
+  name=$(source_of "$t")
+  src=$(find "$tmp/x" -path '*/sklearn/datasets/data/*' \( -name "$name" -o -name "$name.gz" \) | head -1)
   if [ -z "$src" ]; then
-    echo "mldiag: python3-sklearn has no $t; the zoo's tabular runs on it will be skipped" >&2
+    echo "mldiag: python3-sklearn has no $name; the zoo's runs on it will be skipped" >&2
     continue
   fi
   case "$src" in
@@ -65,5 +77,8 @@ for t in "${need_tables[@]}"; do
     *) cp "$src" "$dir/$t.tmp" ;;
   esac
   mv "$dir/$t.tmp" "$dir/$t"
-  echo "mldiag: wrote $dir/$t ($(head -1 "$dir/$t" | cut -d, -f1) rows)"
+  case "$t" in
+    diabetes_*) echo "mldiag: wrote $dir/$t ($(wc -l < "$dir/$t") rows)" ;;
+    *) echo "mldiag: wrote $dir/$t ($(head -1 "$dir/$t" | cut -d, -f1) rows)" ;;
+  esac
 done

@@ -3,7 +3,8 @@
 /// Fashion-MNIST (package dataset-fashion-mnist, IDX files read through zlib), two license
 /// texts for the language models (the transformer example's corpus loader) and, for the text
 /// classifier, windows of several license texts labelled by file (package base-files); for
-/// round 3's tabular family, three UCI tables from python3-sklearn (scripts/fetch-digits.sh).
+/// round 3's tabular family, three UCI tables from python3-sklearn, and for round 4's
+/// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh).
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -50,6 +51,7 @@ struct uci_table {
 struct data {
   std::optional<table> digits, fashion;
   std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
+  std::optional<uci_table> diabetes;  ///< regression: float targets [n, 1], `classes` 0
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
   std::optional<text> gpl, apache;
   std::vector<std::string> missing;  ///< what could not be loaded, as messages
@@ -145,6 +147,90 @@ inline uci_table load_uci(const std::string& path) {
   u.z.source = u.raw.source = path + " (" + std::to_string(cut) + " training and " + std::to_string(n - cut) +
                               " validation rows, " + std::to_string(f) + " features, " + std::to_string(classes) +
                               " classes)";
+  return u;
+}
+
+/// The UCI diabetes table as scikit-learn ships it (diabetes_data_raw.csv: 442 rows of 10
+/// whitespace-separated features as measured, age, sex, BMI, blood pressure and six serum
+/// values; diabetes_target.csv: a disease progression score per row), for regression.
+/// Shuffled once (seed 7), the first 80% for training and the rest for validation; `z` has the
+/// features and the target standardized with the training rows' mean and (population)
+/// standard deviation, `raw` the features as the file has them (the regression family's
+/// inputs_not_normalized) with the same standardized target.
+inline uci_table load_diabetes(const std::string& data_path, const std::string& target_path) {
+  auto numbers = [](const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("mldiag: cannot read " + path + " (scripts/fetch-digits.sh fetches it)");
+    std::vector<std::vector<double>> rows;
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<double> row;
+      std::size_t at = 0;
+      while (at < line.size()) {
+        const char ch = line[at];
+        if (ch == ' ' || ch == '\t' || ch == ',' || ch == '\r') {
+          ++at;
+          continue;
+        }
+        double v = 0.0;
+        const auto [end, ec] = std::from_chars(line.data() + at, line.data() + line.size(), v);
+        if (ec != std::errc())
+          throw std::runtime_error("mldiag: " + path + ": '" + line + "' is not a row of numbers; fetch it again " +
+                                   "(scripts/fetch-digits.sh)");
+        row.push_back(v);
+        at = static_cast<std::size_t>(end - line.data());
+      }
+      if (!row.empty()) rows.push_back(std::move(row));
+    }
+    return rows;
+  };
+  const auto xr = numbers(data_path), yr = numbers(target_path);
+  const auto n = static_cast<std::int64_t>(xr.size());
+  if (n < 10 || yr.size() != xr.size())
+    throw std::runtime_error("mldiag: " + data_path + " has " + std::to_string(xr.size()) + " rows and " + target_path +
+                             " " + std::to_string(yr.size()) + "; fetch them again (scripts/fetch-digits.sh)");
+  const auto f = static_cast<std::int64_t>(xr.front().size());
+  std::vector<float> xs, ys;
+  for (std::size_t i = 0; i < xr.size(); ++i) {
+    if (static_cast<std::int64_t>(xr[i].size()) != f || yr[i].size() != 1)
+      throw std::runtime_error("mldiag: " + data_path + " or " + target_path + ": row " + std::to_string(i + 1) +
+                               " has the wrong number of fields");
+    for (const double v : xr[i]) xs.push_back(static_cast<float>(v));
+    ys.push_back(static_cast<float>(yr[i].front()));
+  }
+  auto x = torch::tensor(xs, torch::kFloat).view({n, f});
+  auto y = torch::tensor(ys, torch::kFloat).view({n, 1});
+  torch::Generator gen = at::detail::createCPUGenerator(7);
+  auto perm = torch::randperm(n, gen, torch::kLong);
+  x = x.index_select(0, perm);
+  y = y.index_select(0, perm);
+  const auto cut = n * 4 / 5;
+  auto standardize = [&](const torch::Tensor& v) {
+    const auto train = v.slice(0, 0, cut);
+    const auto mean = train.mean(0, /*keepdim=*/true);
+    auto sd = (train - mean).pow(2).mean(0, /*keepdim=*/true).sqrt();
+    sd = torch::where(sd > 0, sd, torch::ones_like(sd));
+    return (v - mean) / sd;
+  };
+  const auto xz = standardize(x), yz = standardize(y);
+  uci_table u;
+  u.raw.x_train = x.slice(0, 0, cut);
+  u.raw.x_val = x.slice(0, cut, n);
+  u.z.x_train = xz.slice(0, 0, cut);
+  u.z.x_val = xz.slice(0, cut, n);
+  u.raw.y_train = u.z.y_train = yz.slice(0, 0, cut);
+  u.raw.y_val = u.z.y_val = yz.slice(0, cut, n);
+  u.z.classes = u.raw.classes = 0;  // regression
+  u.z.side = u.raw.side = 0;        // not images
+  std::string src = data_path;
+  src += " (";
+  src += std::to_string(cut);
+  src += " training and ";
+  src += std::to_string(n - cut);
+  src += " validation rows, ";
+  src += std::to_string(f);
+  src += " features, a standardized regression target)";
+  u.z.source = u.raw.source = src;
   return u;
 }
 
@@ -296,6 +382,7 @@ inline data load_all(const std::string& digits_csv) {
   attempt([&] { d.breast_cancer = load_uci(dir + "breast_cancer.csv"); }, "tabular breast-cancer");
   attempt([&] { d.wine = load_uci(dir + "wine_data.csv"); }, "tabular wine");
   attempt([&] { d.iris = load_uci(dir + "iris.csv"); }, "tabular iris");
+  attempt([&] { d.diabetes = load_diabetes(dir + "diabetes_data.csv", dir + "diabetes_target.csv"); }, "regression");
   return d;
 }
 

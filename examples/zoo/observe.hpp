@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// The zoo's monitor wiring, written once for every family the way the README wires a
 /// LibTorch loop: per named parameter its gradient, value and update; the cosine between
-/// consecutive steps' gradients; the activations the
+/// consecutive steps' gradients; the input batch (the method's first check: normalized?);
+/// the activations the
 /// forward pass tapped, in forward order, and the loss input as "logits"; attention entropies;
 /// router loads.
 #pragma once
@@ -26,6 +27,7 @@ struct taps {
   std::vector<std::pair<std::string, torch::Tensor>> routers;      ///< [E] tokens per expert, double
   torch::Tensor aux;             ///< an auxiliary loss the model adds (MoE load balancing)
   torch::Tensor kl;              ///< a VAE's KL(q(z|x) || N(0, I)), summed over the batch
+  torch::Tensor input;           ///< the batch the model reads (not token ids), as role::input
   std::string overflow_at;       ///< the forward_inf fault: this activation overflows to Inf
 
   /// Records activation `name` and returns it (with the forward_inf fault applied there).
@@ -41,6 +43,7 @@ struct taps {
     routers.clear();
     aux = torch::Tensor();
     kl = torch::Tensor();
+    input = torch::Tensor();
   }
 };
 
@@ -74,6 +77,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     mon.observe(mldiag::role::update, key, mldiag::compute_stats(prev.update[i]));
   }
   if (const auto c = mldiag::gradient_cosines_of(prev.persist, m)) mon.observe_grad_cosines(*c);
+  if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
   for (const auto& [name, scores] : t.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));

@@ -7,6 +7,7 @@
 #include "data.hpp"
 #include "families.hpp"
 #include "families_round3.hpp"
+#include "families_round4.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -82,13 +83,14 @@ struct setup {
   std::shared_ptr<net> model;
   const table* tab = nullptr;
   const text* txt = nullptr;
-  std::int64_t classes = 0;  ///< 0: MSE reconstruction (or, with `elbo`, a VAE's loss)
+  std::int64_t classes = 0;  ///< 0: MSE reconstruction (or, with `elbo`, a VAE's loss; with `regression`, MSE on targets)
+  bool regression = false;  ///< MSE between the output [N, 1] and the table's float targets
   bool elbo = false;  ///< the VAE's negative ELBO (Bernoulli decoder), in nats per input value
   std::int64_t context = 32;
   double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
   double sgd_weight_decay = 0.0;
-  /// inputs_not_normalized is planted in the data (the tabular family's raw features), not by
-  /// scaling the inputs x255.
+  /// inputs_not_normalized is planted in the data (the tabular and regression families' raw
+  /// features), not by scaling the inputs x255.
   bool raw_inputs = false;
   std::string why_not;
 };
@@ -199,6 +201,39 @@ inline setup build(const run_spec& s, const data& d) {
     const bool relu = s.variant.find("relu-max") != std::string::npos;
     const double dropout = s.variant.find("drop25") != std::string::npos ? 0.25 : 0.5;
     u.model = std::make_shared<lenet_net>(u.tab->side, relu, dropout, 10, s.seed * 104729 + 5);
+    u.classes = 10;
+  } else if (s.family == "gru_seq") {
+    if (!need_table()) return u;
+    // fashion-<gru|lstm><hidden>[-clip5]: one layer reading the 28 rows as 28 steps.
+    const bool lstm = s.variant.find("lstm") != std::string::npos;
+    const std::int64_t hidden = s.variant.find("32") != std::string::npos ? 32 : 64;
+    u.model = std::make_shared<seq_rnn_net>(u.tab->side, hidden, lstm, 10);
+    u.classes = 10;
+    if (s.variant.find("clip5") != std::string::npos) u.clip = 5.0;
+  } else if (s.family == "regression") {
+    if (!d.diabetes) {
+      u.why_not = "third_party/data/diabetes_data.csv or diabetes_target.csv is missing (scripts/fetch-digits.sh)";
+      return u;
+    }
+    // Raw features as the file has them (ages near 50 beside serum values in the hundreds),
+    // the target standardized as in a healthy run.
+    u.raw_inputs = s.planted == fault::inputs_not_normalized;
+    u.tab = u.raw_inputs ? &d.diabetes->raw : &d.diabetes->z;
+    const std::vector<std::int64_t> hidden = s.variant == "diabetes-linear"          ? std::vector<std::int64_t>{}
+                                             : s.variant == "diabetes-mlp64x64-tanh" ? std::vector<std::int64_t>{64, 64}
+                                                                                     : std::vector<std::int64_t>{64};
+    u.model = std::make_shared<regression_net>(u.tab->x_train.size(1), hidden, s.variant.find("tanh") != std::string::npos);
+    u.classes = 0;
+    u.regression = true;
+  } else if (s.family == "dwsep_cnn") {
+    if (!need_table()) return u;
+    // fashion-ds<blocks>-<bn|nobn>-<silu|relu6>: stem 16 channels, 28 -> 14; 3 blocks 32 (14),
+    // 64 (7), 128 (4); 2 blocks 32 (7), 64 (4).
+    using st = dwsep_net::stage;
+    const bool three = s.variant.find("-ds3-") != std::string::npos;
+    const std::vector<st> stages = three ? std::vector<st>{{32, 1}, {64, 2}, {128, 2}} : std::vector<st>{{32, 2}, {64, 2}};
+    u.model = std::make_shared<dwsep_net>(u.tab->side, 16, stages, s.variant.find("-bn-") != std::string::npos,
+                                          s.variant.find("silu") != std::string::npos, 10);
     u.classes = 10;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
@@ -331,6 +366,7 @@ inline result train(const run_spec& s, const data& d) {
           out, x, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
       return (recon + t.kl) / static_cast<double>(x.numel());
     }
+    if (u.regression) return torch::mse_loss(out, y);
     if (mse) return torch::mse_loss(out, x);
     if (f == fault::wrong_loss_mse_on_logits)
       return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
@@ -358,6 +394,7 @@ inline result train(const run_spec& s, const data& d) {
       auto batch = (f == fault::same_batch && fixed.first.defined()) ? fixed : sample.draw(s.batch, f != fault::lm_targets_not_shifted);
       if (f == fault::same_batch && !fixed.first.defined()) fixed = batch;
       auto x = tokens ? batch.first : batch.first * input_scale;
+      if (!tokens) tap.input = x.detach();
       auto y = batch.second;
       if (f == fault::labels_off_by_one) y = (y + 1).remainder(u.classes);
       logits = model.forward(x, tap);

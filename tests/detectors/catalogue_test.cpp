@@ -474,6 +474,31 @@ TEST_CASE("attention_collapse expert_imbalance and residual_write_ratio") {
   REQUIRE(k.size() == 1);
   CHECK(k.front().first_step == 50);
   CHECK(k.front().last_step == 59);
+  // An expert empty for 30 steps after the warm-up that revives is not yet an anomaly; one
+  // empty for 50 steps is (a warning, rule 2). A busiest expert at 2.5x the mean, with the
+  // entropy at 0.78, is info: the monitor does not know whether the layer drops tokens.
+  // Hand-derived: {60, 50, 50, 0} has normalized entropy 0.79 and max/mean 1.5;
+  // {100, 20, 20, 20} has 0.78 and 2.5.
+  const double balanced[] = {40, 44, 36, 40}, one_dead[] = {60, 50, 50, 0}, busiest[] = {100, 20, 20, 20};
+  mldiag::detectors::expert_imbalance revived;
+  CHECK(run(revived, 200, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_router_load("moe.0", step >= 60 && step < 90 ? std::span<const double>(one_dead) : std::span<const double>(balanced));
+  }).empty());
+  mldiag::detectors::expert_imbalance stays_dead;
+  const auto sd = run(stays_dead, 200, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_router_load("moe.0", step >= 60 ? std::span<const double>(one_dead) : std::span<const double>(balanced));
+  });
+  REQUIRE(sd.size() == 1);
+  CHECK(sd.front().severity == mldiag::severity::warning);
+  CHECK(sd.front().first_step == 60);
+  CHECK(sd.front().last_step == 109);
+  mldiag::detectors::expert_imbalance busy;
+  const auto bz = run(busy, 200, [&](int step, mldiag::recorder& r, double&, double&) {
+    r.record_router_load("moe.0", step >= 60 ? std::span<const double>(busiest) : std::span<const double>(balanced));
+  });
+  REQUIRE(bz.size() == 1);
+  CHECK(bz.front().severity == mldiag::severity::info);
+  CHECK(bz.front().first_step == 60);
   std::vector<float> stream(100, 1.0f), write(100, 0.2f), loud(100, 3.0f);
   mldiag::detectors::residual_write_ratio w;
   const auto h = run(w, 60, [&](int step, mldiag::recorder& r, double&, double&) {

@@ -268,7 +268,7 @@ TEST_CASE("exploding gradients: a regime change while the loss falls is not an e
   REQUIRE(!e.empty());
   CHECK(e[0].severity >= severity::warning);
   CHECK(e[0].last_step > 100);
-  CHECK(e[0].last_step <= 130);  // 10x the anchor by about step 123
+  CHECK(e[0].last_step <= 135);  // 10x the anchor by about step 123, held for growth_sustain (5) steps
 
   // A jump with a loss rise (BLOOM-176B's): found; a jump where no loss is recorded: found.
   mldiag::monitor bloom;
@@ -374,4 +374,173 @@ TEST_CASE("the monitor gives the detectors that need classes their place once") 
   CHECK(initial == 1);
   CHECK(chance == 1);
   CHECK(set.size() == std::size(mldiag::detectors::detector_names));
+}
+
+namespace {
+
+// A nearly separable table late in training, batch 8: most batches' losses near 0.005 with
+// a log-normal spread, and one batch in 20 holding a confidently wrong row (loss 0.2-0.8, its
+// gradient 10-60x the median); the gradient norms themselves swing over a decade. What the
+// zoo's healthy `tabular` runs look like (issue 15: 4 loss_spike, 4 exploding_gradients and
+// 1 divergence false alarms before the corroborations). Returns (loss, grad norm) per step.
+std::vector<std::pair<double, double>> hard_batches(unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z;
+  std::uniform_real_distribution<double> u;
+  std::vector<std::pair<double, double>> out;
+  for (int i = 0; i < 400; ++i) {
+    const double fall = std::exp(-i / 40.0);  // 0.69 -> near zero
+    const bool hard = i > 100 && u(rng) < 0.05;
+    // The spread grows as the loss nears zero: 5% at the start (0.68, 0.61, 0.60, 0.62 in a
+    // zoo run), a factor of 2 (0.3 decades) at the end.
+    const double spread = 0.02 + 0.28 * (1.0 - fall);
+    const double loss = hard ? 0.2 + 0.6 * u(rng) : (0.69 * fall + 0.005) * std::pow(10.0, spread * z(rng));
+    const double norm = hard ? (10.0 + 50.0 * u(rng)) * 0.07 : (0.5 * fall + 0.07) * std::pow(10.0, 0.4 * z(rng));
+    out.emplace_back(loss, norm);
+  }
+  return out;
+}
+
+// The findings of detectors `d...` over a (loss, grad norm) series.
+template <class... D>
+std::vector<finding> replay_series(const std::vector<std::pair<double, double>>& series, D... d) {
+  mldiag::recorder rec(4);
+  std::vector<finding> out;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    rec.begin_step(static_cast<std::int64_t>(i));
+    rec.record_loss(series[i].first);
+    rec.record_grad_norm(series[i].second);
+    const mldiag::observation o{rec.end_step(), rec.past(), rec.names()};
+    (d.observe(o, out), ...);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("one hard batch near a zero loss is batch noise, not an explosion, a spike or a climb") {
+  std::size_t off = 0;
+  for (unsigned seed = 1; seed <= 5; ++seed) {
+    CAPTURE(seed);
+    const auto series = hard_batches(seed);
+    mldiag::monitor mon;
+    const auto d = run_monitor(mon, static_cast<int>(series.size()), [&](int i, mldiag::monitor& m) {
+      m.observe_loss(series[static_cast<std::size_t>(i)].first);
+      m.observe_grad_norm(series[static_cast<std::size_t>(i)].second);
+    });
+    CHECK(d.named("exploding gradients").size() == 0);
+    for (const auto& f : d.named("loss spike")) CHECK(f.severity < severity::warning);
+    CHECK(d.named("sustained loss increase").empty());
+    // The test can fail: with the corroborations switched off, the same runs raise warnings.
+    using mldiag::detectors::exploding_gradients;
+    using mldiag::detectors::loss_spike;
+    exploding_gradients::config eg;
+    eg.min_jitter_z = 0.0;
+    eg.loss_up_steps = 1;
+    eg.growth_sustain = 1;
+    loss_spike::config ls;
+    ls.immediate_min_rise = 0.0;
+    ls.noisy_sustain = 1;
+    for (const auto& f : replay_series(series, exploding_gradients(eg), loss_spike(ls)))
+      off += f.severity >= severity::warning ? 1u : 0u;
+  }
+  CHECK(off > 0);
+}
+
+TEST_CASE("exploding gradients: a steady growth is found through a noisy baseline's jitter bar") {
+  // Gradients never zeroed on a noisy run: the norm, already swinging 2x step to step, then
+  // grows 1.1x per step on top while the loss stalls. The jitter is of the baseline's
+  // differences, so the growth itself does not raise the bar.
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> z;
+  mldiag::monitor mon;
+  const auto d = run_monitor(mon, 200, [&](int i, mldiag::monitor& m) {
+    m.observe_loss(1.0 + 0.02 * z(rng) + (i > 100 ? 0.001 * (i - 100) : 0.0));
+    m.observe_grad_norm(std::pow(10.0, 0.15 * z(rng)) * (i > 100 ? std::pow(1.1, i - 100) : 1.0));
+  });
+  const auto e = d.named("exploding gradients");
+  REQUIRE(!e.empty());
+  CHECK(e[0].severity >= severity::warning);
+  CHECK(e[0].last_step > 100);
+  CHECK(e[0].last_step <= 150);  // 1.1^25 = 11x: found within about 50 steps of the onset
+}
+
+TEST_CASE("divergence: a climb is not two 2% rises and one outlier batch") {
+  mldiag::detectors::divergence d;
+  mldiag::recorder rec(4);
+  std::vector<finding> out;
+  const double losses[] = {0.010, 0.006, 0.008, 0.005, 0.009, 0.007, 0.006, 0.0074, 0.0077, 0.256};
+  for (int i = 0; i < 10; ++i) {
+    rec.begin_step(i);
+    rec.record_loss(losses[i]);
+    d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+  }
+  CHECK(out.empty());
+  // A climb (BigScience 104B experiment 2) is still found.
+  mldiag::detectors::divergence c;
+  const double climb[] = {6.3, 6.4, 6.35, 6.37, 6.6, 7.31, 9.12, 10.24};
+  for (int i = 0; i < 8; ++i) {
+    rec.begin_step(100 + i);
+    rec.record_loss(climb[i]);
+    c.observe({rec.end_step(), rec.past(), rec.names()}, out);
+  }
+  REQUIRE(!out.empty());
+  CHECK(out[0].symptom == "sustained loss increase");
+}
+
+TEST_CASE("input_scale: raw 0-255 pixels are found at step 0, standardized features are not") {
+  std::mt19937_64 rng(4);
+  std::uniform_int_distribution<int> pixel(0, 255);
+  std::normal_distribution<double> z;
+  std::vector<float> raw(32 * 784), standard(32 * 30);
+  long double sq = 0.0L;
+  for (auto& v : raw) {
+    v = static_cast<float>(pixel(rng));
+    sq += static_cast<long double>(v) * v;
+  }
+  const double reference_rms = static_cast<double>(std::sqrt(sq / static_cast<long double>(raw.size())));
+  for (auto& v : standard) v = static_cast<float>(z(rng));
+  for (std::size_t i = 0; i < standard.size(); i += 97) standard[i] = 25.0f;  // heavy tails of a real table
+
+  mldiag::monitor faulty;
+  const auto f = run_monitor(faulty, 3, [&](int, mldiag::monitor& m) {
+    m.observe_loss(2.3);
+    m.observe(role::input, "x", mldiag::compute_stats(std::span<const float>(raw)));
+  });
+  const auto found = f.named("inputs not normalized");
+  REQUIRE(found.size() == 1);  // once per onset
+  CHECK(found[0].first_step == 0);
+  CHECK(found[0].severity == severity::warning);
+  REQUIRE(!found[0].where.empty());
+  CHECK(found[0].where[0].first == "input/x");
+  CHECK(found[0].where[0].second == doctest::Approx(reference_rms).epsilon(1e-9));
+
+  mldiag::monitor healthy;
+  const auto h = run_monitor(healthy, 3, [&](int, mldiag::monitor& m) {
+    m.observe_loss(2.3);
+    m.observe(role::input, "x", mldiag::compute_stats(std::span<const float>(standard)));
+  });
+  CHECK(h.named("inputs not normalized").empty());
+  CHECK_THROWS_WITH_AS(mldiag::detectors::input_scale({.max_rms = 0.0}), doctest::Contains("mldiag: input_scale: max_rms"),
+                       mldiag::error);
+}
+
+TEST_CASE("non-finite inputs are the origin: the data, before any layer") {
+  std::vector<float> x = filled(64, 0.5f), act = filled(64, 1.0f);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  act[5] = std::numeric_limits<float>::quiet_NaN();
+  mldiag::monitor mon;
+  const auto d = run_monitor(mon, 1, [&](int, mldiag::monitor& m) {
+    m.observe_loss(not_a_number);
+    m.observe(role::activation, "fc1.relu", mldiag::compute_stats(std::span<const float>(act)));
+    m.observe(role::input, "x", mldiag::compute_stats(std::span<const float>(x)));
+  });
+  const auto nf = d.named("non-finite loss");
+  REQUIRE(!nf.empty());
+  REQUIRE(nf[0].where.size() == 2);
+  CHECK(nf[0].where[0].first == "input/x");
+  double rule = 0.0;
+  for (const auto& [k, v] : nf[0].evidence)
+    if (k == "origin_rule") rule = v;
+  CHECK(rule == 4.0);
 }

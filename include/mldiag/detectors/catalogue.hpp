@@ -60,7 +60,7 @@ any_detector configured(std::string_view detector_name, const parameters& p,
 
 /// Every detector the catalogue has, in the default set's order.
 inline constexpr std::string_view detector_names[] = {
-    "non_finite", "exploding_gradients", "persistent_gradients", "loss_spike", "divergence", "lr_sanity", "configured_lr", "initial_loss",
+    "non_finite", "exploding_gradients", "persistent_gradients", "loss_spike", "divergence", "lr_sanity", "configured_lr", "input_scale", "initial_loss",
     "chance_level", "constant_loss", "train_val_gap", "vanishing_gradients", "loss_not_decreasing", "plateau", "oscillation", "dead_activations",
     "saturation", "frozen_parameters", "update_ratio", "attention_collapse", "expert_imbalance",
     "residual_write_ratio", "embedding_growth", "parameter_drift", "probabilities_as_logits",
@@ -103,7 +103,12 @@ inline constexpr std::string_view detector_names[] = {
                                                             field<C>{"loss_rise", &C::loss_rise},
                                                             field<C>{"rebase_improvement", &C::rebase_improvement},
                                                             field<C>{"growth_window", &C::growth_window},
-                                                            field<C>{"sustain", &C::sustain}});
+                                                            field<C>{"sustain", &C::sustain},
+                                                            field<C>{"min_jitter_z", &C::min_jitter_z},
+                                                            field<C>{"loss_up_steps", &C::loss_up_steps},
+                                                            field<C>{"growth_sustain", &C::growth_sustain},
+                                                            field<C>{"decisive_factor", &C::decisive_factor},
+                                                            field<C>{"decisive_rise", &C::decisive_rise}});
   }
   if (n == "loss_spike") {
     using C = loss_spike::config;
@@ -111,7 +116,9 @@ inline constexpr std::string_view detector_names[] = {
                                                    field<C>{"window", &C::window}, field<C>{"min_history", &C::min_history},
                                                    field<C>{"critical_factor", &C::critical_factor}, field<C>{"min_rise", &C::min_rise},
                                                    field<C>{"min_mads", &C::min_mads},
-                                                   field<C>{"immediate_factor", &C::immediate_factor}});
+                                                   field<C>{"immediate_factor", &C::immediate_factor},
+                                                   field<C>{"immediate_min_rise", &C::immediate_min_rise},
+                                                   field<C>{"noisy_sustain", &C::noisy_sustain}});
   }
   if (n == "divergence") {
     using C = divergence::config;
@@ -119,12 +126,17 @@ inline constexpr std::string_view detector_names[] = {
                                                    field<C>{"rise_steps", &C::rise_steps}, field<C>{"rise_fraction", &C::rise_fraction},
                                                    field<C>{"elevated", &C::elevated}, field<C>{"min_step_rise", &C::min_step_rise},
                                                    field<C>{"baseline_window", &C::baseline_window},
-                                                   field<C>{"min_rise", &C::min_rise}, field<C>{"min_mads", &C::min_mads}});
+                                                   field<C>{"min_rise", &C::min_rise}, field<C>{"min_mads", &C::min_mads},
+                                                   field<C>{"max_last_share", &C::max_last_share}});
   }
   if (n == "lr_sanity") {
     using C = lr_sanity::config;
     return configured<lr_sanity>(n, p, std::array{field<C>{"zero_steps", &C::zero_steps}, field<C>{"max_lr", &C::max_lr},
                                                   field<C>{"max_jump", &C::max_jump}});
+  }
+  if (n == "input_scale") {
+    using C = input_scale::config;
+    return configured<input_scale>(n, p, std::array{field<C>{"max_rms", &C::max_rms}});
   }
   if (n == "initial_loss") {
     using C = initial_loss::config;
@@ -185,7 +197,8 @@ inline constexpr std::string_view detector_names[] = {
                                                          field<C>{"max_over_mean", &C::max_over_mean},
                                                          field<C>{"sustain", &C::sustain},
                                                          field<C>{"min_load_per_expert", &C::min_load_per_expert},
-                                                         field<C>{"warmup", &C::warmup}});
+                                                         field<C>{"warmup", &C::warmup},
+                                                         field<C>{"dead_sustain", &C::dead_sustain}});
   }
   if (n == "residual_write_ratio") {
     using C = residual_write_ratio::config;

@@ -45,9 +45,11 @@ enum class sharding : std::uint8_t {
 /// per-tensor override is asked once per tensor name (when the ranks agree on a layout),
 /// never per step.
 struct merge_options {
-  /// Indexed by `role` (gradient, parameter, activation, residual_input, block_output, update).
-  std::array<sharding, 6> roles{sharding::replicated, sharding::replicated, sharding::sharded,
-                                sharding::sharded,    sharding::sharded,    sharding::replicated};
+  /// Indexed by `role` (gradient, parameter, activation, residual_input, block_output, update,
+  /// input). Inputs are each rank's own batch: shards of the global one.
+  std::array<sharding, all_roles.size()> roles{sharding::replicated, sharding::replicated, sharding::sharded,
+                                               sharding::sharded,    sharding::sharded,    sharding::replicated,
+                                               sharding::sharded};
   /// Optional: a different sharding for one tensor (e.g. the replicated LayerNorm weights of
   /// a tensor-parallel block); std::nullopt keeps the role's.
   std::function<std::optional<sharding>(role, std::string_view)> per_tensor;
@@ -229,9 +231,10 @@ inline void combine(std::span<const cell> lo, std::span<cell> hi) noexcept {
 /// first). Layouts only grow: a tensor a rank does not have this step is an empty cell.
 class snapshot_layout {
  public:
-  /// What a keyed cell holds: the six roles, then drift, attention entropy, routers, layer times.
-  enum class slot : std::uint8_t { drift = 6, attention = 7, router = 8, layer_time = 9 };
-  static constexpr std::size_t slots = 10;
+  /// What a keyed cell holds: the roles (0-6), then drift, attention entropy, routers, layer times.
+  static constexpr std::uint8_t role_slots = static_cast<std::uint8_t>(all_roles.size());
+  enum class slot : std::uint8_t { drift = role_slots, attention, router, layer_time };
+  static constexpr std::size_t slots = role_slots + 4u;
 
   // The header cells.
   enum header_cell : std::size_t {
@@ -241,7 +244,7 @@ class snapshot_layout {
   };
 
   struct key {
-    std::uint8_t slot;  ///< a role (0-5) or a snapshot_layout::slot
+    std::uint8_t slot;  ///< a role (0-6) or a snapshot_layout::slot
     std::string name;
   };
 
@@ -260,7 +263,7 @@ class snapshot_layout {
     keys_.push_back(k);
     ids_.push_back(id);
     sharding s = sharding::sharded;
-    if (k.slot < 6) {
+    if (k.slot < role_slots) {
       const auto r = static_cast<role>(k.slot);
       s = options.roles[k.slot];
       if (options.per_tensor)
@@ -321,7 +324,7 @@ inline double worst_key(double v) noexcept { return std::isnan(v) ? -HUGE_VAL : 
       if (k.slot == slot && k.name == names[id]) return;
     out.push_back({slot, std::string(names[id])});
   };
-  for (std::uint8_t r = 0; r < 6; ++r)
+  for (std::uint8_t r = 0; r < snapshot_layout::role_slots; ++r)
     for (const auto& t : s.of(static_cast<role>(r))) note(r, t.id);
   for (const auto& [id, v] : s.drift) note(static_cast<std::uint8_t>(snapshot_layout::slot::drift), id);
   for (const auto& e : s.attention) note(static_cast<std::uint8_t>(snapshot_layout::slot::attention), e.id);
@@ -381,7 +384,7 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
     }
     return &out[i];
   };
-  for (std::uint8_t r = 0; r < 6; ++r) {
+  for (std::uint8_t r = 0; r < snapshot_layout::role_slots; ++r) {
     for (const auto& te : s.of(static_cast<role>(r))) {
       cell* c = place(r, te.id);
       if (c == nullptr) continue;
@@ -467,7 +470,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
   s.efficiency =
       merged[L::h_efficiency].type == k::argmax ? merged[L::h_efficiency].get<efficiency_evidence>() : efficiency_evidence{};
 
-  for (std::uint8_t r = 0; r < 6; ++r) s.of(static_cast<role>(r)).clear();
+  for (std::uint8_t r = 0; r < snapshot_layout::role_slots; ++r) s.of(static_cast<role>(r)).clear();
   s.drift.clear();
   s.attention.clear();
   s.routers.clear();
@@ -479,7 +482,7 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
     if (x.type == k::empty) continue;
     const std::uint32_t id = layout.local_id(c);
     const std::uint8_t slot = keys[i].slot;
-    if (slot < 6) {
+    if (slot < L::role_slots) {
       if (x.type != k::stats && x.type != k::replica) continue;
       s.of(static_cast<role>(slot)).push_back({id, x.get<tensor_stats>()});
       // A stats cell flagged: ranks sent different kinds (merge_options differ by rank).

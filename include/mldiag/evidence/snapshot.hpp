@@ -6,6 +6,7 @@
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -53,8 +54,13 @@ class name_table {
 
 /// What a tensor is to the model; detectors read the roles they are about.
 /// `update` is the optimizer's step for a parameter (new minus old value), recorded under the
-/// parameter's name.
-enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output, update };
+/// parameter's name. `input` is a batch of what the model reads (features, pixels, spectra;
+/// not token ids), for the first check of the method: are the inputs normalized?
+enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output, update, input };
+
+/// Every role, in the order reports list them.
+inline constexpr std::array<role, 7> all_roles{role::gradient,     role::parameter,    role::activation, role::residual_input,
+                                               role::block_output, role::update,       role::input};
 
 /// A tensor's statistics in a snapshot: `id` indexes the recorder's name_table.
 struct tensor_evidence {
@@ -170,7 +176,7 @@ struct snapshot {
   bool has_grad_increment_cosine = false;
   double grad_increment_cosine = std::numeric_limits<double>::quiet_NaN();
 
-  std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates;
+  std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates, inputs;
   /// Relative drift from initialization, ||theta - theta0|| / ||theta0||, by parameter id
   /// (from a drift_tracker; see evidence/drift.hpp).
   std::vector<std::pair<std::uint32_t, double>> drift;
@@ -190,7 +196,7 @@ struct snapshot {
     step = new_step;
     has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = has_grad_cosine = has_grad_increment_cosine = false;
     loss = val_loss = lr = loss_scale = grad_norm = grad_cosine = grad_increment_cosine = nan;
-    for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates}) v->clear();
+    for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates, &inputs}) v->clear();
     drift.clear();
     attention.clear();
     routers.clear();
@@ -210,6 +216,7 @@ struct snapshot {
       case role::residual_input: return residual_inputs;
       case role::block_output: return block_outputs;
       case role::update: return updates;
+      case role::input: return inputs;
     }
     return gradients;
   }

@@ -21,8 +21,8 @@ struct pattern_row {
   std::string_view first_action;
 };
 
-/// Loss not decreasing (9 rows), efficiency (11 rows), architecture anomalies (4 rows).
-inline constexpr std::array<pattern_row, 24> pattern_tables{{
+/// Loss not decreasing (10 rows), efficiency (11 rows), architecture anomalies (4 rows).
+inline constexpr std::array<pattern_row, 25> pattern_tables{{
     {"loss not decreasing", {"loss not decreasing", "plateau", ""}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {"loss oscillation", "sustained loss increase", "loss spike", "learning rate absurdly large",
@@ -39,6 +39,11 @@ inline constexpr std::array<pattern_row, 24> pattern_tables{{
                              "loss exactly zero"},
      "wrong loss function or labels", "loss_function",
      "check the loss against the task and the labels' range on one batch by hand"},
+    // Inputs on their raw scale (0-255 pixels, unscaled features): the first layer's
+    // pre-activations are 100x too large, and the learning rates that fit normalized data do not.
+    {"loss not decreasing", {"inputs not normalized", "", ""}, "inputs are not normalized", "input_normalization",
+     "standardize the inputs with the training set's mean and standard deviation (images: divide by 255, then normalize "
+     "per channel), the same way for training and validation"},
     {"loss not decreasing", {"frozen parameters", "update ratio too small", "learning rate is zero", "loss constant from the start"},
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},

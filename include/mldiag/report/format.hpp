@@ -96,8 +96,10 @@ Out format_snapshot(Out out, const snapshot& s, const name_table* names, bool de
                           s.activations.size());
   }
   auto label = [&](std::uint32_t id) { return names != nullptr && id < names->size() ? std::string((*names)[id]) : fmt::format("#{}", id); };
-  for (const role r : {role::gradient, role::parameter, role::activation, role::residual_input, role::block_output, role::update}) {
-    static constexpr std::string_view role_names[] = {"gradient", "parameter", "activation", "residual input", "block output", "update"};
+  for (const role r : all_roles) {
+    static constexpr std::string_view role_names[] = {"gradient",     "parameter", "activation", "residual input",
+                                                      "block output", "update",    "input"};
+    static_assert(std::size(role_names) == all_roles.size());
     for (const auto& t : s.of(r)) {
       out = fmt::format_to(out, "\n  {} {}: n={} l2={:.6g} mean={:.4g} std={:.4g} min={:.4g} max={:.4g}", role_names[static_cast<int>(r)],
                            label(t.id), t.stats.count, t.stats.l2_norm(), t.stats.mean(), t.stats.stddev(), t.stats.min, t.stats.max);

@@ -60,6 +60,7 @@ inline int phase_of(std::string_view line) noexcept {
     case role::residual_input: return "residual_in";
     case role::block_output: return "block_out";
     case role::update: return "update";
+    case role::input: return "input";
   }
   return "tensor";
 }
@@ -91,7 +92,7 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   if (s.has_global_grad_norm()) field("grad/global_norm", s.global_grad_norm());
   if (s.has_grad_cosine) field("grad/step_cosine", s.grad_cosine);
   if (s.has_grad_increment_cosine) field("grad/increment_cosine", s.grad_increment_cosine);
-  for (const role r : {role::gradient, role::parameter, role::activation, role::residual_input, role::block_output, role::update}) {
+  for (const role r : all_roles) {
     for (const auto& t : s.of(r)) {
       field(named(metric_prefix(r), t.id, "norm"), norm_of(t.stats));  // NaN at the blow-up, not 0
       if (t.stats.non_finite() > 0) field(named(metric_prefix(r), t.id, "nonfinite"), static_cast<double>(t.stats.non_finite()));
