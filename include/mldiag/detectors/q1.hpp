@@ -185,9 +185,12 @@ class exploding_gradients {
     const double ratio = median > 0.0 ? norm / median : 0.0;
     // The baseline's jitter: the spread of its consecutive log10 differences (a difference
     // has sqrt 2 times one value's spread). Below 5 differences nothing is known: no bar.
-    const double jitter = jitter_.size() >= 5 ? jitter_.mad() / std::sqrt(2.0) : 0.0;
-    const bool out_of_noise = ratio > 0.0 && std::log10(ratio) >= c_.min_jitter_z * jitter;
-    if (ratio >= c_.warn_ratio && out_of_noise) {
+    // (Computed only for a candidate jump: two medians over the window are the cost.)
+    const auto out_of_noise = [&] {
+      const double jitter = jitter_.size() >= 5 ? jitter_.mad() / std::sqrt(2.0) : 0.0;
+      return std::log10(ratio) >= c_.min_jitter_z * jitter;
+    };
+    if (ratio >= c_.warn_ratio && out_of_noise()) {
       if (jump_start_ < 0) {
         jump_start_ = s.step;
         jump_steps_ = 0;
