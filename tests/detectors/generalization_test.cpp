@@ -515,6 +515,14 @@ TEST_CASE("input_scale: raw 0-255 pixels are found at step 0, standardized featu
   CHECK(found[0].where[0].first == "input/x");
   CHECK(found[0].where[0].second == doctest::Approx(reference_rms).epsilon(1e-9));
 
+  // Inputs recorded every 4th step are one onset, not one per recording.
+  mldiag::monitor sparse;
+  const auto e = run_monitor(sparse, 12, [&](int i, mldiag::monitor& m) {
+    m.observe_loss(2.3);
+    if (i % 4 == 0) m.observe(role::input, "x", mldiag::compute_stats(std::span<const float>(raw)));
+  });
+  CHECK(e.named("inputs not normalized").size() == 1);
+
   mldiag::monitor healthy;
   const auto h = run_monitor(healthy, 3, [&](int, mldiag::monitor& m) {
     m.observe_loss(2.3);

@@ -585,21 +585,18 @@ class input_scale {
   }
   [[nodiscard]] std::string_view name() const { return "input_scale"; }
   void observe(const observation& o, std::vector<finding>& out) {
-    double highest = 0.0;
+    // A step that recorded no input says nothing (inputs recorded every k steps stay one onset).
+    if (o.now.inputs.empty()) return;
+    const tensor_evidence* top = nullptr;
     for (const auto& t : o.now.inputs)
-      if (t.stats.finite() > 0) highest = std::max(highest, t.stats.rms());
-    if (!fired_.rise(highest > c_.max_rms)) return;
+      if (t.stats.finite() > 0 && (top == nullptr || t.stats.rms() > top->stats.rms())) top = &t;
+    if (!fired_.rise(top != nullptr && top->stats.rms() > c_.max_rms)) return;
     finding f = make_finding(question::convergence, "inputs not normalized", severity::warning, o.now.step, name(),
-                             {{"input_rms", highest}, {"max_rms", c_.max_rms}});
-    for (const auto& t : o.now.inputs) {
-      if (t.stats.finite() == 0 || !(t.stats.rms() > c_.max_rms)) continue;
-      f.where.emplace_back("input/" + std::string(o.names[t.id]), t.stats.rms());
-      if (f.where.size() == 1) {
-        f.evidence.emplace_back("mean", t.stats.mean());
-        f.evidence.emplace_back("std", t.stats.stddev());
-        f.evidence.emplace_back("max_abs", t.stats.max_abs);
-      }
-    }
+                             {{"input_rms", top->stats.rms()}, {"max_rms", c_.max_rms}, {"mean", top->stats.mean()},
+                              {"std", top->stats.stddev()}, {"max_abs", top->stats.max_abs}});
+    for (const auto& t : o.now.inputs)
+      if (t.stats.finite() > 0 && t.stats.rms() > c_.max_rms)
+        f.where.emplace_back("input/" + std::string(o.names[t.id]), t.stats.rms());
     std::sort(f.where.begin(), f.where.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     out.push_back(std::move(f));
   }
