@@ -356,6 +356,10 @@ __device__ inline tensor_stats block_merge(const tensor_stats* in, std::uint64_t
 }
 
 // One block per tensor: its chunks' partials, merged in a fixed tree.
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link
+// (tests/cuda/link_twice_a.cu and link_twice_b.cu check it).
+template <class Unused = void>
 __global__ void __launch_bounds__(block_threads)
     merge_tensors_kernel(const tensor_stats* __restrict__ partials, const std::uint64_t* __restrict__ first,
                          const std::uint64_t* __restrict__ count, std::uint64_t tensors,
@@ -371,6 +375,8 @@ __global__ void __launch_bounds__(block_threads)
 }
 
 // One block: the total over the tensors in a fixed tree, and the "any non-finite" flag.
+// A template, as merge_tensors_kernel.
+template <class Unused = void>
 __global__ void __launch_bounds__(block_threads)
     merge_total_kernel(tensor_stats* __restrict__ results, std::uint64_t tensors, int* __restrict__ any_non_finite) {
   __shared__ alignas(tensor_stats) unsigned char storage[block_threads * sizeof(tensor_stats)];

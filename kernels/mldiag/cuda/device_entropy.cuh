@@ -134,6 +134,10 @@ __global__ void __launch_bounds__(block_threads)
 
 // One block: the rows' entropies into entropy_stats, each thread a contiguous run in order,
 // then a fixed tree.
+// A template (never instantiated with anything else): a kernel in a header must not be one
+// external symbol per including .cu, or two .cu files of one program would not link
+// (tests/cuda/link_twice_a.cu and link_twice_b.cu check it).
+template <class Unused = void>
 __global__ void __launch_bounds__(block_threads)
     entropy_reduce_kernel(const row_entropy* __restrict__ rows_in, std::uint64_t rows, entropy_stats* __restrict__ out) {
   __shared__ alignas(entropy_stats) unsigned char storage[block_threads * sizeof(entropy_stats)];
@@ -200,7 +204,7 @@ inline void entropy_rows(const tensor_ref& t, std::int64_t row_len, bool logits,
     }
   });
   check(cudaGetLastError(), std::string(who) + ": row kernel launch");
-  detail::entropy_reduce_kernel<<<1, detail::block_threads, 0, stream>>>(per_row, rows, d_out);
+  detail::entropy_reduce_kernel<><<<1, detail::block_threads, 0, stream>>>(per_row, rows, d_out);
   check(cudaGetLastError(), std::string(who) + ": reduce kernel launch");
 }
 
