@@ -8,6 +8,7 @@
 #include "support/count_allocations.hpp"
 #include "support/softmax_trainer.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,10 @@ TEST_CASE("a healthy run stays quiet and a planted LR fault opens diagnoses in p
     for (std::size_t j = i + 1; j < mon.open_diagnoses(); ++j)
       CHECK(mon.opened_by(i).symptom != mon.opened_by(j).symptom);
   auto dx = mon.take_diagnosis(0);
-  CHECK(dx.state().log.front().find("phase 1 (evidence)") == 0);
+  CHECK(dx.log().front().phase == mldiag::protocol::phase_id::evidence);
   auto pattern = std::move(dx).with_baseline(mon.baseline());
   const auto candidates = pattern.candidates();
-  CHECK(std::find(candidates.begin(), candidates.end(), "learning rate too high") != candidates.end());
+  CHECK(std::any_of(candidates.begin(), candidates.end(), [](const auto* row) { return row->cause == "learning rate too high"; }));
   CHECK_THROWS_WITH_AS((void)mon.take_diagnosis(99), doctest::Contains("mldiag: monitor::take_diagnosis: index 99"), mldiag::error);
 }
 

@@ -69,7 +69,7 @@ int main() {
   // Phase 2: where and when, and the likely causes from the pattern tables.
   const auto where = pattern.where();
   std::printf("since step %lld, %s\n", static_cast<long long>(where.since_step), where.consistent ? "consistent" : "intermittent");
-  for (auto cause : pattern.candidates()) std::printf("candidate: %s\n", std::string(cause).c_str());
+  for (const auto* row : pattern.candidates()) std::printf("candidate: %s (changes %s)\n", std::string(row->cause).c_str(), std::string(row->variable).c_str());
 
   // Phase 3: each hypothesis changes exactly one variable; an experiment runs it.
   const p::experiment experiment = [&](const p::change& c) {
@@ -79,18 +79,19 @@ int main() {
     return train(s).baseline();
   };
   auto first = std::move(pattern).propose({"batch too large", "the loss stalls between spikes", {"batch_size", 64, 16}}).test(experiment);
-  if (first.index() != 1) return 1;  // a bigger batch does not fix a learning rate that is too high
-  auto second = std::get<1>(std::move(first))
+  if (first.was_confirmed()) return 1;  // a bigger batch does not fix a learning rate that is too high
+  auto second = std::move(first).rejected()
                     .propose({"learning rate too high", "the loss swings and climbs", {"learning_rate", 0.9, 0.09}})
                     .test(experiment);
-  if (second.index() != 0) return 1;
+  if (!second.was_confirmed()) return 1;
 
   // Phase 4: the first actions exist only now; verify against the phase-1 baseline.
-  auto fix = std::get<0>(std::move(second));
+  auto fix = std::move(second).confirmed();
   for (auto action : fix.fixes()) std::printf("fix: %s\n", std::string(action).c_str());
   auto verified = std::move(fix).verify(train({.lr = 0.09}).baseline());
-  const auto& state = std::visit([](const auto& phase) -> const p::diagnosis_state& { return phase.state(); }, verified);
-  for (const auto& line : state.log) std::printf("%s\n", line.c_str());
-  return verified.index() == 0 ? 0 : 1;
+  // Either way (resolved, or back to phase 2) the log is the same record of the method.
+  const auto& log = std::visit([](const auto& phase) -> const std::vector<p::log_entry>& { return phase.log(); }, verified);
+  for (const auto& entry : log) std::printf("%s: %s\n", std::string(p::label(entry.phase)).c_str(), entry.text.c_str());
+  return verified.was_better() ? 0 : 1;
   // [walkthrough]
 }

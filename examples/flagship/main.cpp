@@ -127,7 +127,7 @@ int main(int argc, char** argv) try {
               where.consistent ? "consistent" : "intermittent", where.all_tensors ? "all tensors" : "some tensors");
   if (!where.where.empty()) std::printf(", first at %s", where.where.front().first.c_str());
   std::printf("\n");
-  for (auto cause : pattern.candidates()) std::printf("phase 2: candidate cause: %s\n", std::string(cause).c_str());
+  for (const auto* row : pattern.candidates()) std::printf("phase 2: candidate cause: %s\n", std::string(row->cause).c_str());
 
   // Phase 3: experiments re-train with exactly one change.
   const p::experiment experiment = [&](const p::change& c) {
@@ -142,29 +142,30 @@ int main(int argc, char** argv) try {
   auto first = std::move(pattern)
                    .propose({"learning rate too high", "the symptom appeared mid-run", {"learning_rate", 1.0, 0.1}})
                    .test(experiment);
-  if (first.index() != 1) {
+  if (first.was_confirmed()) {
     std::printf("mldiag: the demo expected the learning-rate hypothesis to be rejected\n");
     return 1;
   }
-  auto second = std::get<1>(std::move(first))
+  auto second = std::move(first).rejected()
                     .propose({m.cause, "the finding names one layer, from one step on", {m.bug_variable, m.bug_value, m.fixed_value}})
                     .test(experiment);
-  if (second.index() != 0) {
+  if (!second.was_confirmed()) {
     std::printf("mldiag: the demo expected the second hypothesis to be confirmed\n");
     return 1;
   }
-  auto fix = std::get<0>(std::move(second));
+  auto fix = std::move(second).confirmed();
   for (auto action : fix.fixes()) std::printf("phase 4: first action: %s\n", std::string(action).c_str());
   examples::run_options fixed = m.faulty;
   fixed.fault_magnitude = m.fixed_value;
   mldiag::monitor after(m.settings());
   (void)m.train(fixed, after);
   auto verified = std::move(fix).verify(after.baseline());
-  const auto& state = std::visit([](const auto& phase) -> const p::diagnosis_state& { return phase.state(); }, verified);
+  // Either way (resolved, or back to phase 2) the log is the same record of the method.
+  const auto& log = std::visit([](const auto& phase) -> const std::vector<p::log_entry>& { return phase.log(); }, verified);
   std::printf("\n== diagnosis log ==\n");
-  for (const auto& line : state.log) {
-    std::printf("%s\n", line.c_str());
-    jsonl.diagnosis(line);
+  for (const auto& entry : log) {
+    std::printf("%s: %s\n", std::string(p::label(entry.phase)).c_str(), entry.text.c_str());
+    jsonl.diagnosis(entry);
   }
   // The HTML report: loss curve and gradient-norm heatmap with the findings marked, the
   // findings with their evidence, the diagnosis log (`mldiag report run.jsonl` makes the same).
@@ -172,7 +173,7 @@ int main(int argc, char** argv) try {
   mldiag::report::write_html(mldiag::report::read_jsonl(jsonl_path), html_path);
   std::printf("\nreport files: %s (JSON Lines: one line per step, one per finding, one per diagnosis line), %s (HTML)\n",
               jsonl_path.c_str(), html_path.c_str());
-  return verified.index() == 0 ? 0 : 1;
+  return verified.was_better() ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());
   return 2;

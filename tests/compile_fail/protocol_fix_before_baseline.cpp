@@ -7,6 +7,6 @@ int main() {
 #ifdef MLDIAG_BAD
   dx.fixes();
 #else
-  (void)dx.state();
+  (void)dx.log();
 #endif
 }

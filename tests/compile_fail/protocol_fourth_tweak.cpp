@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// expect: mldiag: three hypotheses were rejected; stop tweaking parameters and question the fundamentals
+// expect: mldiag: three attempts failed (hypotheses rejected or fixes not verified); stop tweaking parameters and question the fundamentals
 #include <mldiag/protocol/diagnosis.hpp>
 
 #include <string>

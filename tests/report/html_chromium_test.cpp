@@ -82,10 +82,10 @@ int main(int argc, char** argv) {
     nan.first_step = nan.last_step = 200;
     nan.detector = "nonfinite";
     run.findings.push_back({200, nan});
-    run.diagnosis = {{1, "baseline recorded: loss 2.3 at step 0"},
-                     {2, "pattern: gradient norm x1000 in block2.attn from step 120"},
-                     {3, "hypothesis: attention logits overflow"},
-                     {4, "fix: qk-norm; verify: gradient norm back within 10x of median"}};
+    run.diagnosis = {{mldiag::protocol::phase_id{1}, "baseline recorded: loss 2.3 at step 0"},
+                     {mldiag::protocol::phase_id{2}, "pattern: gradient norm x1000 in block2.attn from step 120"},
+                     {mldiag::protocol::phase_id{3}, "hypothesis: attention logits overflow"},
+                     {mldiag::protocol::phase_id{4}, "fix: qk-norm; verify: gradient norm back within 10x of median"}};
     const auto t0 = std::chrono::steady_clock::now();
     mldiag::report::write_html(run, argv[1]);
     const double seconds =

@@ -96,11 +96,11 @@ struct planted {
     evil.where = {{"weird<&\"name'>", 1.0}};
     evil.detector = "d<&>";
     run.findings.push_back({600, evil});
-    run.diagnosis = {{1, "baseline: loss 2.9"},
-                     {2, "pattern: spike then NaN"},
-                     {3, "hypothesis: lr too high"},
-                     {4, "fix: halve lr"},
-                     {3, "hypothesis <b>rejected</b>"}};
+    run.diagnosis = {{mldiag::protocol::phase_id{1}, "baseline: loss 2.9"},
+                     {mldiag::protocol::phase_id{2}, "pattern: spike then NaN"},
+                     {mldiag::protocol::phase_id{3}, "hypothesis: lr too high"},
+                     {mldiag::protocol::phase_id{4}, "fix: halve lr"},
+                     {mldiag::protocol::phase_id{3}, "hypothesis <b>rejected</b>"}};
   }
 };
 

@@ -91,7 +91,7 @@ TEST_CASE("a snapshot formats with ids, or with names through with_names") {
 }
 
 TEST_CASE("diagnosis phases format with their log") {
-  auto dx = mldiag::protocol::evidence_phase(mldiag::question::convergence, {sample_finding()});
+  auto dx = mldiag::protocol::diagnose(mldiag::question::convergence, {sample_finding()});
   CHECK(fmt::format("{}", dx) == "phase 1 (evidence) for Q1 convergence: 1 symptom(s) in focus, 0 hypothesis(es) rejected");
   CHECK(contains(fmt::format("{:d}", dx), "\n  phase 1 (evidence): opened for Q1 convergence"));
   mldiag::protocol::evidence_summary base;
@@ -99,7 +99,8 @@ TEST_CASE("diagnosis phases format with their log") {
   base.obvious.no_nan_inf = mldiag::protocol::obvious_checks::result::passed;
   auto pattern = std::move(dx).with_baseline(base);
   CHECK(contains(fmt::format("{}", pattern), "phase 2 (pattern) for Q1 convergence"));
-  CHECK(contains(fmt::format("{:d}", pattern), "baseline recorded"));
+  CHECK(contains(fmt::format("{:d}", pattern), "\n  phase 1 (evidence): baseline recorded"));
+  CHECK(fmt::format("{}", pattern.log().back()).find("phase 1 (evidence): baseline recorded") == 0);
   CHECK(contains(fmt::format("{}", base), "1 finding(s)"));
   CHECK(contains(fmt::format("{}", base), "no NaN/Inf passed"));
 }
@@ -121,8 +122,8 @@ TEST_CASE("JSON Lines: a run written by the sink reads back to the same numbers"
       sink.step(rec);
       if (i == 3) sink.finding(30, sample_finding());
     }
-    sink.diagnosis("phase 1 (evidence): opened for Q1 convergence");
-    sink.diagnosis("escalate: three hypotheses rejected; question the fundamentals");
+    sink.diagnosis({mldiag::protocol::phase_id::evidence, "opened for Q1 convergence"});
+    sink.diagnosis({mldiag::protocol::phase_id::hypothesis, "escalate: three attempts failed; question the fundamentals"});
   }
   const auto log = r::read_jsonl(path);
   CHECK(log.title == "round \"trip\"\n");
@@ -166,8 +167,9 @@ TEST_CASE("JSON Lines: a run written by the sink reads back to the same numbers"
   CHECK(f.evidence.size() == 2);
   CHECK(std::isinf(f.evidence[1].second));
   REQUIRE(log.diagnosis.size() == 2);
-  CHECK(log.diagnosis[0].phase == 1);
-  CHECK(log.diagnosis[1].phase == 3);
+  CHECK(log.diagnosis[0].phase == mldiag::protocol::phase_id::evidence);
+  CHECK(log.diagnosis[0].text == "opened for Q1 convergence");  // no phase prefix to parse back
+  CHECK(log.diagnosis[1].phase == mldiag::protocol::phase_id::hypothesis);
 
   // Python's json module (what pandas.read_json(lines=True) and most notebooks use) reads the
   // same file: the bare NaN and Infinity come back as float('nan') and float('inf').
@@ -239,7 +241,7 @@ TEST_CASE("the text report groups repeated findings by question, with evidence a
   quiet.severity = mldiag::severity::info;
   quiet.symptom = "something small";
   log.findings.push_back({21, quiet});
-  log.diagnosis.push_back({1, "phase 1 (evidence): opened for Q1 convergence"});
+  log.diagnosis.push_back({mldiag::protocol::phase_id::evidence, "opened for Q1 convergence"});
   const auto text = r::text_report(log);
   CAPTURE(text);
   CHECK(contains(text, "== mldiag report: demo =="));

@@ -5,63 +5,21 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/protocol/evidence_summary.hpp"
+#include "mldiag/protocol/log.hpp"
 #include "mldiag/protocol/pattern_tables.hpp"
 
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 namespace mldiag::protocol {
-
-// ---------------------------------------------------------------------------------------
-// The transition table: the whole protocol on one screen. Each phase is a type; each event
-// a tag; `next<From, Event>` the phase it leads to. The phase classes below take their
-// return types from here, so the table is the single place the protocol is written.
-//
-//   phase                 event          next phase
-//   evidence_phase        baseline       pattern_phase<0>
-//   pattern_phase<S>      propose        hypothesis_phase<S>
-//   hypothesis_phase<S>   confirmed      fix_phase
-//   hypothesis_phase<S>   rejected       pattern_phase<S+1>        (S = 0, 1)
-//   hypothesis_phase<2>   rejected       escalated                 (three strikes)
-//   fix_phase             better         resolved
-//   fix_phase             not_better     pattern_phase<0>          (back to phase 2, new evidence)
-// ---------------------------------------------------------------------------------------
-class evidence_phase;
-template <int Strikes> class pattern_phase;
-template <int Strikes> class hypothesis_phase;
-class fix_phase;
-class resolved;
-class escalated;
-
-struct on_baseline {};
-struct on_propose {};
-struct on_confirmed {};
-struct on_rejected {};
-struct on_better {};
-struct on_not_better {};
-
-template <class From, class Event> struct transition;
-template <> struct transition<evidence_phase, on_baseline> { using type = pattern_phase<0>; };
-template <int S> struct transition<pattern_phase<S>, on_propose> { using type = hypothesis_phase<S>; };
-template <int S> struct transition<hypothesis_phase<S>, on_confirmed> { using type = fix_phase; };
-template <int S> struct transition<hypothesis_phase<S>, on_rejected> { using type = pattern_phase<S + 1>; };
-template <> struct transition<hypothesis_phase<2>, on_rejected> { using type = escalated; };
-template <> struct transition<fix_phase, on_better> { using type = resolved; };
-template <> struct transition<fix_phase, on_not_better> { using type = pattern_phase<0>; };
-
-template <class From, class Event>
-using next = typename transition<From, Event>::type;
-
-namespace detail {
-template <class...>
-inline constexpr bool always_false = false;
-}  // namespace detail
 
 /// The one variable a hypothesis changes: its name and its value before and after.
 struct change {
@@ -70,14 +28,26 @@ struct change {
   double to = 0.0;
 };
 
-/// "I think `cause` because `evidence`; changing exactly one variable tests it."
+namespace detail {
+template <class...>
+inline constexpr bool always_false = false;
+}  // namespace detail
+
+/// "I think `cause` because `evidence`; changing exactly one variable tests it." Built from a
+/// pattern-table row (what `candidates()` returns), it names the row's cause and variable and
+/// phase 4 hands out that row's first action; built from free text, phase 4 looks the cause up
+/// in the tables (a cause no row has gets no first action).
 struct hypothesis {
   std::string cause;
   std::string evidence;
   protocol::change change;
+  const pattern_row* row = nullptr;  ///< the table row it came from, if any
 
   hypothesis(std::string cause_, std::string evidence_, protocol::change one)
       : cause(std::move(cause_)), evidence(std::move(evidence_)), change(std::move(one)) {}
+  /// The row's cause, changing the row's variable from `from` to `to`.
+  hypothesis(const pattern_row& r, std::string evidence_, double from, double to)
+      : cause(r.cause), evidence(std::move(evidence_)), change{std::string(r.variable), from, to}, row(&r) {}
   /// More than one change does not compile: the method tests one variable at a time.
   template <class... More>
   hypothesis(std::string, std::string, protocol::change, protocol::change, More...) {
@@ -91,241 +61,418 @@ struct hypothesis {
 /// summarized with the same checks as the baseline.
 using experiment = std::function<evidence_summary(const change&)>;
 
-// What every phase carries: the question, the baseline, the newest evidence, the log.
+/// The phases, as types: the strike count (hypotheses rejected or fixes not verified so far)
+/// is part of phases 2-4.
+namespace phases {
+struct evidence {};
+template <int Strikes> struct pattern {};
+template <int Strikes> struct hypothesis {};
+template <int Strikes> struct fix {};
+struct resolved {};
+struct escalated {};
+}  // namespace phases
+
+/// What can happen to a diagnosis: the actions a user takes and the outcomes they have.
+namespace events {
+struct record_baseline {};  ///< `with_baseline(summary)`
+struct look {};             ///< `where()`, `candidates()`
+struct propose {};          ///< `propose(hypothesis)`
+struct confirmed {};        ///< `test(run)` / `conclude(summary)`: better than the baseline
+struct rejected {};         ///< ... not better
+struct ask_fixes {};        ///< `fixes()`
+struct verified {};         ///< `verify(summary)`: better than the baseline
+struct not_verified {};     ///< ... not better
+}  // namespace events
+
+namespace detail {
+// What every phase carries. Only the transitions below create and change it.
 struct diagnosis_state {
-  question q = question::convergence;
+  question asked = question::convergence;
   evidence_summary baseline;
   evidence_summary current;
-  std::vector<hypothesis> rejected;
-  std::unique_ptr<hypothesis> confirmed;
-  std::vector<std::string> log;  ///< phase by phase, for the report
-  std::vector<std::string> focus;  ///< the symptoms that opened the diagnosis
+  std::vector<hypothesis> rejected;      // and the hypotheses whose fix did not verify
+  std::optional<hypothesis> proposed;    // stated in phase 2, under test in phase 3
+  std::optional<hypothesis> confirmed;   // tested better than the baseline: phase 4's
+  std::vector<log_entry> log;
+  std::vector<std::string> focus;        // the symptoms that opened the diagnosis
 };
 
-/// Phase 1: collect the evidence for the question and record a baseline, including the
-/// "check the obvious first" results. Nothing else is possible yet.
-class evidence_phase {
+struct obvious_checks_run {
+  static bool holds(const diagnosis_state&, const evidence_summary& b) { return b.obvious.any_run(); }
+};
+struct better_than_baseline {
+  static bool holds(const diagnosis_state& s, const evidence_summary& v) { return better(v, s.baseline, s.focus); }
+};
+struct not_better_than_baseline {
+  static bool holds(const diagnosis_state& s, const evidence_summary& v) { return !better(v, s.baseline, s.focus); }
+};
+struct always {};
+
+template <class Next, class Guard = always>
+struct go {
+  using next = Next;
+  using guard = Guard;
+};
+template <class P>
+using stay = go<P>;
+
+// A failed attempt (a rejected hypothesis, a fix that did not verify) is a strike: back to
+// phase 2 with one more, or, at the third, the end of tweaking.
+template <int S>
+using strike = std::conditional_t<(S < 2), phases::pattern<S + 1>, phases::escalated>;
+}  // namespace detail
+
+// =======================================================================================
+// The protocol: every transition and every refusal, one table.
+//
+//   phase                  + event                          [guard]                   = next phase
+template <class P, class E> struct row;  // no row: the phase has no such action
+template <>      struct row<phases::evidence,      events::record_baseline> : detail::go<phases::pattern<0>,    detail::obvious_checks_run> {};
+template <int S> struct row<phases::pattern<S>,    events::look>            : detail::stay<phases::pattern<S>> {};
+template <int S> struct row<phases::pattern<S>,    events::propose>         : detail::go<phases::hypothesis<S>> {};
+template <int S> struct row<phases::hypothesis<S>, events::confirmed>       : detail::go<phases::fix<S>,        detail::better_than_baseline> {};
+template <int S> struct row<phases::hypothesis<S>, events::rejected>        : detail::go<detail::strike<S>,     detail::not_better_than_baseline> {};
+template <int S> struct row<phases::fix<S>,        events::ask_fixes>       : detail::stay<phases::fix<S>> {};
+template <int S> struct row<phases::fix<S>,        events::verified>        : detail::go<phases::resolved,      detail::better_than_baseline> {};
+template <int S> struct row<phases::fix<S>,        events::not_verified>    : detail::go<detail::strike<S>,     detail::not_better_than_baseline> {};
+//
+//   refused: phase + event -> the compile error that says what to do instead
+template <class P, class E, class D> struct refusal {
+  static_assert(detail::always_false<D>, "mldiag: this phase of the method has no such action; see the table in mldiag/protocol/diagnosis.hpp");
+};
+template <class D> struct refusal<phases::evidence, events::ask_fixes, D> {
+  static_assert(detail::always_false<D>, "mldiag: record a baseline before asking for fixes (phase 1: evidence)");
+};
+template <class D> struct refusal<phases::evidence, events::propose, D> {
+  static_assert(detail::always_false<D>, "mldiag: record a baseline and look at the pattern before proposing a hypothesis (phase 1: evidence)");
+};
+template <class D> struct refusal<phases::evidence, events::verified, D> {
+  static_assert(detail::always_false<D>, "mldiag: there is nothing to verify yet; evidence comes first, then pattern, hypothesis and fix (phase 1: evidence)");
+};
+template <int S, class D> struct refusal<phases::pattern<S>, events::ask_fixes, D> {
+  static_assert(detail::always_false<D>, "mldiag: fixes come in phase 4; propose a hypothesis and confirm it first (phase 2: pattern)");
+};
+template <int S, class D> struct refusal<phases::hypothesis<S>, events::ask_fixes, D> {
+  static_assert(detail::always_false<D>, "mldiag: the hypothesis is not confirmed yet; test it first (phase 3: hypothesis)");
+};
+template <int S, class D> struct refusal<phases::fix<S>, events::propose, D> {
+  static_assert(detail::always_false<D>, "mldiag: verify the fix against the baseline first; a fix that is not better returns to phase 2 (phase 4: fix and verify)");
+};
+template <class D> struct refusal<phases::escalated, events::propose, D> {
+  static_assert(detail::always_false<D>, "mldiag: three attempts failed (hypotheses rejected or fixes not verified); stop tweaking parameters and question the fundamentals (architecture, data, recipe, known-working reference)");
+};
+template <class D> struct refusal<phases::escalated, events::ask_fixes, D> {
+  static_assert(detail::always_false<D>, "mldiag: escalated diagnoses offer no parameter fixes; question the fundamentals (architecture, data, recipe, known-working reference)");
+};
+template <class D> struct refusal<phases::resolved, events::propose, D> {
+  static_assert(detail::always_false<D>, "mldiag: this diagnosis is resolved; a new symptom opens a new diagnosis (monitor::take_diagnosis)");
+};
+//   and in `hypothesis` itself: two changes at once -> "mldiag: a hypothesis changes exactly one variable"
+// =======================================================================================
+
+/// Whether phase `P` has action or outcome `E` (a row in the table).
+template <class P, class E>
+concept allows = requires { typename row<P, E>::next; };
+
+template <class P> class diagnosis;
+using evidence_phase = diagnosis<phases::evidence>;
+/// Opens a diagnosis for a question in phase 1, with the findings that prompted it.
+[[nodiscard]] inline evidence_phase diagnose(question q, std::vector<finding> opened_by = {});
+
+/// The phase that event `E` leads to from phase `P`.
+template <class P, class E>
+using next = diagnosis<typename row<P, E>::next>;
+
+template <int S> using pattern_phase = diagnosis<phases::pattern<S>>;
+template <int S> using hypothesis_phase = diagnosis<phases::hypothesis<S>>;
+template <int S> using fix_phase = diagnosis<phases::fix<S>>;
+using resolved = diagnosis<phases::resolved>;
+using escalated = diagnosis<phases::escalated>;
+
+namespace detail {
+template <class P> struct phase_traits;
+template <> struct phase_traits<phases::evidence> { static constexpr phase_id id = phase_id::evidence; static constexpr int strikes = 0; };
+template <int S> struct phase_traits<phases::pattern<S>> { static constexpr phase_id id = phase_id::pattern; static constexpr int strikes = S; };
+template <int S> struct phase_traits<phases::hypothesis<S>> { static constexpr phase_id id = phase_id::hypothesis; static constexpr int strikes = S; };
+template <int S> struct phase_traits<phases::fix<S>> { static constexpr phase_id id = phase_id::fix; static constexpr int strikes = S; };
+template <> struct phase_traits<phases::resolved> { static constexpr phase_id id = phase_id::fix; static constexpr int strikes = -1; };
+template <> struct phase_traits<phases::escalated> { static constexpr phase_id id = phase_id::hypothesis; static constexpr int strikes = 3; };
+
+}  // namespace detail
+
+/// A run-time outcome with two possible next phases, by name: `confirmed()`/`rejected()` after
+/// a test, `better()`/`not_better()` after a verification. Still a `std::variant` of the two
+/// phases, for `std::visit`. Taking the phase it does not hold is an error that says which.
+template <class Yes, class No, class Names>
+class outcome : public std::variant<Yes, No> {
  public:
-  evidence_phase(question q, std::vector<finding> opened_by) : s_(std::make_unique<diagnosis_state>()) {
-    s_->q = q;
-    for (const auto& f : opened_by)
-      if (std::find(s_->focus.begin(), s_->focus.end(), f.symptom) == s_->focus.end()) s_->focus.push_back(f.symptom);
-    s_->current.findings = std::move(opened_by);
-    s_->log.push_back("phase 1 (evidence): opened for " + std::string(name(q)));
-  }
-
-  /// Records the baseline and moves to phase 2. Throws if no obvious check was run.
-  next<evidence_phase, on_baseline> with_baseline(evidence_summary baseline) &&;
-
-  template <class Deferred = void>
-  void fixes() const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: record a baseline before asking for fixes (phase 1: evidence)");
-  }
-  template <class Deferred = void>
-  void propose(const hypothesis&) const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: record a baseline and look at the pattern before proposing a "
-                  "hypothesis (phase 1: evidence)");
-  }
-  template <class Deferred = void>
-  void verify(const evidence_summary&) const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: there is nothing to verify yet; evidence comes first, then pattern, "
-                  "hypothesis and fix (phase 1: evidence)");
-  }
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
+  using std::variant<Yes, No>::variant;
+  [[nodiscard]] bool held() const noexcept { return this->index() == 0; }
+  [[nodiscard]] Yes take_yes() && { return take<0>(std::move(*this), Names::yes); }
+  [[nodiscard]] No take_no() && { return take<1>(std::move(*this), Names::no); }
 
  private:
-  std::unique_ptr<diagnosis_state> s_;
-};
-
-/// Phase 2: compare with expected behaviour and localize; rank candidate causes.
-template <int Strikes>
-class pattern_phase {
- public:
-  explicit pattern_phase(std::unique_ptr<diagnosis_state> s) : s_(std::move(s)) {}
-  static constexpr int strikes = Strikes;
-
-  /// Which tensors, since when, consistent or intermittent, by substructure.
-  [[nodiscard]] localization where() const { return localize(s_->current); }
-
-  /// Rows of the pattern tables whose signature the evidence matches, most matching first;
-  /// causes already rejected come last. Causes only: first actions wait for phase 4.
-  [[nodiscard]] std::vector<std::string_view> candidates() const {
-    std::vector<std::pair<int, const pattern_row*>> ranked;
-    for (const auto& row : pattern_tables) {
-      int hits = 0;
-      for (const auto& f : s_->current.findings) hits += matches(row, f.symptom) ? 1 : 0;
-      if (hits == 0) continue;
-      const bool was_rejected = std::any_of(s_->rejected.begin(), s_->rejected.end(),
-                                            [&](const hypothesis& h) { return h.cause == row.cause; });
-      ranked.emplace_back(was_rejected ? -hits : hits, &row);
+  template <std::size_t I, class Self>
+  static auto take(Self&& self, std::string_view what) {
+    if (self.index() != I) {
+      throw error(std::string("the outcome is not '") + std::string(what) + "'; check it first (" +
+                  std::string(Names::check) + ")");
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    std::vector<std::string_view> out;
-    for (const auto& [score, row] : ranked)
-      if (std::find(out.begin(), out.end(), row->cause) == out.end()) out.push_back(row->cause);
-    return out;
+    return std::get<I>(std::move(self));
   }
-
-  /// States a hypothesis (one cause, its evidence, exactly one change): phase 3.
-  next<pattern_phase, on_propose> propose(hypothesis h) && {
-    s_->log.push_back("phase 2 (pattern): proposing '" + h.cause + "', changing " + h.change.variable);
-    s_->confirmed = std::make_unique<hypothesis>(std::move(h));  // held until tested
-    return next<pattern_phase, on_propose>(std::move(s_));
-  }
-
-  template <class Deferred = void>
-  void fixes() const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: fixes come in phase 4; propose a hypothesis and confirm it first "
-                  "(phase 2: pattern)");
-  }
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
-
- private:
-  std::unique_ptr<diagnosis_state> s_;
 };
 
-/// Phase 3: test the hypothesis — the same checks on a run with the one change — against the
-/// baseline. The outcome is known at run time, so the next phase comes back as a variant:
-/// confirmed -> fix_phase; rejected -> phase 2 with one more strike, or escalated at three.
-template <int Strikes>
-class hypothesis_phase {
+namespace detail {
+struct test_names {
+  static constexpr std::string_view yes = "confirmed", no = "rejected", check = "was_confirmed()";
+};
+struct verify_names {
+  static constexpr std::string_view yes = "better", no = "not better", check = "was_better()";
+};
+}  // namespace detail
+
+/// After `test`/`conclude`: confirmed (phase 4) or rejected (phase 2 with one more strike, or
+/// escalated at the third).
+template <class Yes, class No>
+class test_outcome : public outcome<Yes, No, detail::test_names> {
  public:
-  explicit hypothesis_phase(std::unique_ptr<diagnosis_state> s) : s_(std::move(s)) {}
-  static constexpr int strikes = Strikes;
-  using outcome = std::variant<next<hypothesis_phase, on_confirmed>, next<hypothesis_phase, on_rejected>>;
-
-  [[nodiscard]] const hypothesis& tested() const noexcept { return *s_->confirmed; }
-
-  /// Runs the experiment with the hypothesis's one change and decides.
-  outcome test(const experiment& run) && {
-    if (!run) throw error("hypothesis_phase::test: an empty experiment; pass a callable that trains with the change");
-    evidence_summary variant = run(s_->confirmed->change);
-    return std::move(*this).conclude(std::move(variant));
-  }
-
-  /// Decides from a variant run you made yourself (same checks as the baseline).
-  outcome conclude(evidence_summary variant) && {
-    const bool confirmed = better(variant, s_->baseline, s_->focus);
-    const hypothesis& h = *s_->confirmed;
-    s_->log.push_back("phase 3 (hypothesis): '" + h.cause + "' " + (confirmed ? "confirmed" : "rejected") +
-                      " (" + h.change.variable + " " + std::to_string(h.change.from) + " -> " +
-                      std::to_string(h.change.to) + ": recent loss " + std::to_string(variant.recent_loss) +
-                      " vs baseline " + std::to_string(s_->baseline.recent_loss) + ")");
-    if (confirmed) {
-      s_->current = std::move(variant);
-      return outcome(std::in_place_index<0>, std::move(s_));
-    }
-    s_->rejected.push_back(std::move(*s_->confirmed));
-    s_->confirmed.reset();
-    if constexpr (Strikes == 2) {
-      s_->log.push_back("escalate: three hypotheses rejected; question the fundamentals");
-    }
-    return outcome(std::in_place_index<1>, std::move(s_));
-  }
-
-  template <class Deferred = void>
-  void fixes() const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: the hypothesis is not confirmed yet; test it first (phase 3: hypothesis)");
-  }
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
-
- private:
-  std::unique_ptr<diagnosis_state> s_;
+  using outcome<Yes, No, detail::test_names>::outcome;
+  [[nodiscard]] bool was_confirmed() const noexcept { return this->held(); }
+  [[nodiscard]] Yes confirmed() && { return std::move(*this).take_yes(); }
+  [[nodiscard]] No rejected() && { return std::move(*this).take_no(); }
 };
 
-/// Phase 4: the first actions for the confirmed cause, then verification against the phase-1
-/// baseline. Not better -> back to phase 2 with the new evidence.
-class fix_phase {
+/// After `verify`: better than the baseline (resolved) or not (phase 2 with one more strike,
+/// or escalated at the third).
+template <class Yes, class No>
+class verify_outcome : public outcome<Yes, No, detail::verify_names> {
  public:
-  explicit fix_phase(std::unique_ptr<diagnosis_state> s) : s_(std::move(s)) {}
-  using outcome = std::variant<next<fix_phase, on_better>, next<fix_phase, on_not_better>>;
+  using outcome<Yes, No, detail::verify_names>::outcome;
+  [[nodiscard]] bool was_better() const noexcept { return this->held(); }
+  [[nodiscard]] Yes better() && { return std::move(*this).take_yes(); }
+  [[nodiscard]] No not_better() && { return std::move(*this).take_no(); }
+};
 
-  [[nodiscard]] const hypothesis& confirmed() const noexcept { return *s_->confirmed; }
-  /// The method's first actions for the confirmed cause (only here).
-  [[nodiscard]] std::vector<std::string_view> fixes() const {
-    std::vector<std::string_view> out;
-    for (const auto& row : pattern_tables)
-      if (row.cause == s_->confirmed->cause) out.push_back(row.first_action);
-    return out;
+/// A diagnosis in phase `P`. Every phase can be read; what it can *do* is the table's. An
+/// action the table refuses fails to compile with the refusal's message; a transition consumes
+/// the object (`std::move(dx).with_baseline(...)`) and returns the next phase. No phase can be
+/// constructed except by `diagnose` (or the monitor) and the transitions.
+template <class P>
+class diagnosis {
+ public:
+  static constexpr phase_id phase = detail::phase_traits<P>::id;
+  /// Failed attempts so far (3 once escalated; -1 once resolved).
+  static constexpr int strikes = detail::phase_traits<P>::strikes;
+
+  diagnosis(diagnosis&&) noexcept = default;
+  diagnosis& operator=(diagnosis&&) noexcept = default;
+
+  [[nodiscard]] mldiag::question asked() const noexcept { return s_->asked; }
+  [[nodiscard]] const evidence_summary& baseline() const noexcept { return s_->baseline; }
+  [[nodiscard]] const evidence_summary& current() const noexcept { return s_->current; }
+  [[nodiscard]] const std::vector<hypothesis>& rejected() const noexcept { return s_->rejected; }
+  [[nodiscard]] const std::optional<hypothesis>& proposed() const noexcept { return s_->proposed; }
+  [[nodiscard]] const std::optional<hypothesis>& confirmed() const noexcept { return s_->confirmed; }
+  [[nodiscard]] const std::vector<log_entry>& log() const noexcept { return s_->log; }
+  [[nodiscard]] const std::vector<std::string>& focus() const noexcept { return s_->focus; }
+  /// The hypothesis under test (phase 3).
+  [[nodiscard]] const hypothesis& tested() const {
+    if (!s_->proposed) throw error("no hypothesis is under test in this phase");
+    return *s_->proposed;
   }
-  /// Re-runs the failed checks (the caller's run with the fix applied) and compares with the
-  /// baseline.
-  outcome verify(evidence_summary after_fix) &&;
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
-
- private:
-  std::unique_ptr<diagnosis_state> s_;
-};
-
-/// Done: the fix verified better than the baseline.
-class resolved {
- public:
-  explicit resolved(std::unique_ptr<diagnosis_state> s) : s_(std::move(s)) {}
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
-
- private:
-  std::unique_ptr<diagnosis_state> s_;
-};
-
-/// Three hypotheses rejected: stop tweaking parameters and question the fundamentals.
-class escalated {
- public:
-  explicit escalated(std::unique_ptr<diagnosis_state> s) : s_(std::move(s)) {}
-  [[nodiscard]] static constexpr std::string_view message() noexcept {
-    return "three hypotheses were rejected: stop tweaking parameters and question the "
+  /// Escalated: stop tweaking parameters and question the fundamentals.
+  [[nodiscard]] static constexpr std::string_view message() noexcept
+    requires std::is_same_v<P, phases::escalated> {
+    return "three attempts failed (hypotheses rejected or fixes not verified): stop tweaking parameters and question the "
            "fundamentals - the architecture, the data, the recipe - and compare with a "
            "known-working reference implementation";
   }
-  template <class Deferred = void>
-  void propose(const hypothesis&) const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: three hypotheses were rejected; stop tweaking parameters and question "
-                  "the fundamentals (architecture, data, recipe, known-working reference)");
+
+  // Called on an lvalue: the table's refusal where the phase has no such action, else a
+  // reminder that a transition consumes the diagnosis.
+  template <class D = void> void with_baseline(const evidence_summary&) const& { consume<events::record_baseline, D>(); }
+  template <class D = void> void propose(const hypothesis&) const& { consume<events::propose, D>(); }
+  template <class D = void> void test(const experiment&) const& { consume<events::confirmed, D>(); }
+  template <class D = void> void conclude(const evidence_summary&) const& { consume<events::confirmed, D>(); }
+  template <class D = void> void verify(const evidence_summary&) const& { consume<events::verified, D>(); }
+
+  /// Phase 1: records the baseline (with its "check the obvious first" results) and moves to
+  /// phase 2. Throws if no obvious check was run.
+  template <class D = void>
+  auto with_baseline(evidence_summary b) && {
+    using E = events::record_baseline;
+    if constexpr (!allows<P, E>) return refuse<E, D>();
+    else {
+      if (!guard<E>(b)) {
+        throw error("with_baseline: the baseline has no 'check the obvious first' results; run "
+                    "check_obvious(history) (learning rate, loss vs task, labels, NaN/Inf) and record them");
+      }
+      write("baseline recorded, " + std::to_string(b.findings.size()) + " symptom(s), recent loss " +
+            std::to_string(b.recent_loss));
+      if (b.findings.empty()) b.findings = s_->current.findings;  // the opening findings count
+      s_->current = b;
+      s_->baseline = std::move(b);
+      return go<E>();
+    }
   }
-  template <class Deferred = void>
-  void fixes() const {
-    static_assert(detail::always_false<Deferred>,
-                  "mldiag: escalated diagnoses offer no parameter fixes; question the "
-                  "fundamentals (architecture, data, recipe, known-working reference)");
+
+  /// Phase 2: which tensors, since when, consistent or intermittent, by substructure.
+  template <class D = void>
+  [[nodiscard]] auto where() const {
+    if constexpr (!allows<P, events::look>) return refuse<events::look, D>();
+    else return localize(s_->current);
   }
-  [[nodiscard]] const diagnosis_state& state() const noexcept { return *s_; }
+
+  /// Phase 2: the pattern-table rows whose signature the evidence matches, most matching
+  /// first; rows whose cause was rejected come last. Causes and variables only: first actions
+  /// wait for phase 4. `hypothesis(row, evidence, from, to)` proposes one.
+  template <class D = void>
+  [[nodiscard]] auto candidates() const {
+    if constexpr (!allows<P, events::look>) return refuse<events::look, D>();
+    else {
+      std::vector<std::pair<int, const pattern_row*>> ranked;
+      for (const auto& r : pattern_tables) {
+        int hits = 0;
+        for (const auto& f : s_->current.findings) hits += matches(r, f.symptom) ? 1 : 0;
+        if (hits == 0) continue;
+        const bool was_rejected = std::any_of(s_->rejected.begin(), s_->rejected.end(),
+                                              [&](const hypothesis& h) { return h.cause == r.cause; });
+        ranked.emplace_back(was_rejected ? -hits : hits, &r);
+      }
+      std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<const pattern_row*> out;
+      for (const auto& [score, r] : ranked)
+        if (std::none_of(out.begin(), out.end(), [&](const pattern_row* o) { return o->cause == r->cause; })) out.push_back(r);
+      return out;
+    }
+  }
+
+  /// Phase 2: states a hypothesis (one cause, its evidence, exactly one change): phase 3.
+  template <class D = void>
+  auto propose(hypothesis h) && {
+    using E = events::propose;
+    if constexpr (!allows<P, E>) return refuse<E, D>();
+    else {
+      write("proposing '" + h.cause + "', changing " + h.change.variable);
+      s_->proposed = std::move(h);
+      return go<E>();
+    }
+  }
+
+  /// Phase 3: runs the experiment with the hypothesis's one change and decides.
+  template <class D = void>
+  auto test(const experiment& run) && {
+    if constexpr (!allows<P, events::confirmed>) return refuse<events::confirmed, D>();
+    else {
+      if (!run) throw error("hypothesis test: an empty experiment; pass a callable that trains with the change");
+      evidence_summary v = run(s_->proposed->change);
+      return std::move(*this).conclude(std::move(v));
+    }
+  }
+
+  /// Phase 3: decides from a variant run you made yourself (the same checks as the baseline).
+  template <class D = void>
+  auto conclude(evidence_summary v) && {
+    using Yes = events::confirmed;
+    using No = events::rejected;
+    if constexpr (!allows<P, Yes>) return refuse<Yes, D>();
+    else {
+      using result = test_outcome<next<P, Yes>, next<P, No>>;
+      const bool ok = guard<Yes>(v);
+      const hypothesis& h = *s_->proposed;
+      write("'" + h.cause + "' " + (ok ? "confirmed" : "rejected") + " (" + h.change.variable + " " +
+            std::to_string(h.change.from) + " -> " + std::to_string(h.change.to) + ": recent loss " +
+            std::to_string(v.recent_loss) + " vs baseline " + std::to_string(s_->baseline.recent_loss) + ")");
+      if (ok) {
+        s_->current = std::move(v);
+        s_->confirmed = std::move(s_->proposed);
+        s_->proposed.reset();
+        return result(std::in_place_index<0>, go<Yes>());
+      }
+      s_->rejected.push_back(std::move(*s_->proposed));
+      s_->proposed.reset();
+      if constexpr (std::is_same_v<typename row<P, No>::next, phases::escalated>) write(escalation());
+      return result(std::in_place_index<1>, go<No>());
+    }
+  }
+
+  /// Phase 4: the method's first actions for the confirmed cause (only here).
+  template <class D = void>
+  [[nodiscard]] auto fixes() const {
+    if constexpr (!allows<P, events::ask_fixes>) return refuse<events::ask_fixes, D>();
+    else {
+      const hypothesis& h = *s_->confirmed;
+      std::vector<std::string_view> out;
+      if (h.row != nullptr) out.push_back(h.row->first_action);
+      else
+        for (const auto& r : pattern_tables)
+          if (r.cause == h.cause) out.push_back(r.first_action);
+      return out;
+    }
+  }
+
+  /// Phase 4: re-runs the failed checks (your run with the fix applied) and compares with the
+  /// phase-1 baseline. Not better is a strike: back to phase 2, or escalated at the third.
+  template <class D = void>
+  auto verify(evidence_summary after_fix) && {
+    using Yes = events::verified;
+    using No = events::not_verified;
+    if constexpr (!allows<P, Yes>) return refuse<Yes, D>();
+    else {
+      using result = verify_outcome<next<P, Yes>, next<P, No>>;
+      const bool ok = guard<Yes>(after_fix);
+      write(ok ? "better than the baseline: resolved" : "not better than the baseline: back to phase 2");
+      s_->current = std::move(after_fix);
+      if (ok) return result(std::in_place_index<0>, go<Yes>());
+      s_->rejected.push_back(std::move(*s_->confirmed));
+      s_->confirmed.reset();
+      if constexpr (std::is_same_v<typename row<P, No>::next, phases::escalated>) write(escalation());
+      return result(std::in_place_index<1>, go<No>());
+    }
+  }
 
  private:
-  std::unique_ptr<diagnosis_state> s_;
+  template <class>
+  friend class diagnosis;
+  friend evidence_phase diagnose(question, std::vector<finding>);
+
+  explicit diagnosis(std::unique_ptr<detail::diagnosis_state> s) : s_(std::move(s)) {}
+
+  template <class E, class D>
+  static void refuse() {
+    (void)sizeof(refusal<P, E, D>);  // instantiating the refusal fails with its message
+  }
+  template <class E, class D>
+  static void consume() {
+    if constexpr (!allows<P, E>) refuse<E, D>();
+    else static_assert(detail::always_false<D>, "mldiag: a transition consumes the diagnosis: write std::move(dx).action(...)");
+  }
+  template <class E>
+  bool guard(const evidence_summary& v) const {
+    using G = typename row<P, E>::guard;
+    if constexpr (std::is_same_v<G, detail::always>) return true;
+    else return G::holds(*s_, v);
+  }
+  template <class E>
+  next<P, E> go() {
+    return next<P, E>(std::move(s_));
+  }
+  void write(std::string text) { s_->log.push_back({phase, std::move(text)}); }
+  static std::string escalation() {
+    return "escalate: three attempts failed (hypotheses rejected or fixes not verified); question the fundamentals";
+  }
+
+  std::unique_ptr<detail::diagnosis_state> s_;
 };
 
-inline next<evidence_phase, on_baseline> evidence_phase::with_baseline(evidence_summary baseline) && {
-  if (!baseline.obvious.any_run()) {
-    throw error("evidence_phase::with_baseline: the baseline has no 'check the obvious first' results; "
-                "run check_obvious(history) (learning rate, loss vs task, labels, NaN/Inf) and record them");
-  }
-  const auto symptoms = baseline.findings.size();
-  s_->log.push_back("phase 1 (evidence): baseline recorded, " + std::to_string(symptoms) +
-                    " symptom(s), recent loss " + std::to_string(baseline.recent_loss));
-  if (baseline.findings.empty()) baseline.findings = s_->current.findings;  // the opening findings count
-  s_->current = baseline;
-  s_->baseline = std::move(baseline);
-  return next<evidence_phase, on_baseline>(std::move(s_));
-}
-
-inline fix_phase::outcome fix_phase::verify(evidence_summary after_fix) && {
-  const bool ok = better(after_fix, s_->baseline, s_->focus);
-  s_->log.push_back(std::string("phase 4 (fix and verify): ") + (ok ? "better than the baseline: resolved"
-                                                                     : "not better than the baseline: back to phase 2"));
-  s_->current = std::move(after_fix);
-  if (ok) return outcome(std::in_place_index<0>, std::move(s_));
-  s_->confirmed.reset();
-  return outcome(std::in_place_index<1>, std::move(s_));
-}
-
-/// Opens a diagnosis for a question in phase 1, with the findings that prompted it.
-[[nodiscard]] inline evidence_phase diagnose(question q, std::vector<finding> opened_by = {}) {
-  return evidence_phase(q, std::move(opened_by));
+inline evidence_phase diagnose(question q, std::vector<finding> opened_by) {
+  auto s = std::make_unique<detail::diagnosis_state>();
+  s->asked = q;
+  for (const auto& f : opened_by)
+    if (std::find(s->focus.begin(), s->focus.end(), f.symptom) == s->focus.end()) s->focus.push_back(f.symptom);
+  s->current.findings = std::move(opened_by);
+  s->log.push_back({phase_id::evidence, "opened for " + std::string(name(q))});
+  return evidence_phase(std::move(s));
 }
 
 }  // namespace mldiag::protocol

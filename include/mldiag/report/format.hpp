@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <iterator>
+#include <type_traits>
 #include <string_view>
 
 namespace mldiag::report {
@@ -73,13 +74,17 @@ Out format_finding(Out out, const finding& f, bool detailed) {
   return out;
 }
 
-template <class Out>
-Out format_state(Out out, std::string_view phase, const protocol::diagnosis_state& s, bool detailed) {
-  out = fmt::format_to(out, "{} for {}: {} symptom(s) in focus, {} hypothesis(es) rejected", phase, name(s.q), s.focus.size(),
-                       s.rejected.size());
-  if (s.confirmed) out = fmt::format_to(out, ", confirmed: '{}'", s.confirmed->cause);
+template <class Out, class P>
+Out format_diagnosis(Out out, const protocol::diagnosis<P>& d, bool detailed) {
+  std::string_view where = protocol::label(d.phase);
+  if constexpr (std::is_same_v<P, protocol::phases::resolved>) where = "resolved";
+  if constexpr (std::is_same_v<P, protocol::phases::escalated>) where = "escalated (question the fundamentals)";
+  out = fmt::format_to(out, "{} for {}: {} symptom(s) in focus, {} hypothesis(es) rejected", where, name(d.asked()),
+                       d.focus().size(), d.rejected().size());
+  if (d.proposed()) out = fmt::format_to(out, ", under test: '{}'", d.proposed()->cause);
+  if (d.confirmed()) out = fmt::format_to(out, ", confirmed: '{}'", d.confirmed()->cause);
   if (detailed)
-    for (const auto& line : s.log) out = fmt::format_to(out, "\n  {}", line);
+    for (const auto& e : d.log()) out = fmt::format_to(out, "\n  {}: {}", protocol::label(e.phase), e.text);
   return out;
 }
 
@@ -117,17 +122,6 @@ Out format_snapshot(Out out, const snapshot& s, const name_table* names, bool de
   if (!std::isnan(s.memory.allocated)) out = fmt::format_to(out, "\n  memory allocated {:.4g} B, reserved {:.4g} B", s.memory.allocated, s.memory.reserved);
   return out;
 }
-
-// The label of each phase type (the strike count is part of the pattern and hypothesis types).
-template <class Phase> struct phase_label;
-template <> struct phase_label<protocol::evidence_phase> { static constexpr std::string_view value = "phase 1 (evidence)"; };
-template <int S> struct phase_label<protocol::pattern_phase<S>> { static constexpr std::string_view value = "phase 2 (pattern)"; };
-template <int S> struct phase_label<protocol::hypothesis_phase<S>> { static constexpr std::string_view value = "phase 3 (hypothesis)"; };
-template <> struct phase_label<protocol::fix_phase> { static constexpr std::string_view value = "phase 4 (fix and verify)"; };
-template <> struct phase_label<protocol::resolved> { static constexpr std::string_view value = "resolved"; };
-template <> struct phase_label<protocol::escalated> {
-  static constexpr std::string_view value = "escalated (question the fundamentals)";
-};
 
 }  // namespace detail
 }  // namespace mldiag::report
@@ -225,11 +219,19 @@ struct fmt::formatter<mldiag::protocol::evidence_summary> : mldiag::report::deta
 
 /// The diagnosis phases: `{}` says the phase, the question and the hypotheses; `{:d}` adds
 /// the diagnosis log, phase by phase.
-template <class Phase>
-  requires requires(const Phase& p) { mldiag::report::detail::phase_label<Phase>::value; p.state(); }
-struct fmt::formatter<Phase> : mldiag::report::detail::spec_parser {
+template <class P>
+struct fmt::formatter<mldiag::protocol::diagnosis<P>> : mldiag::report::detail::spec_parser {
   template <class Context>
-  auto format(const Phase& p, Context& ctx) const {
-    return mldiag::report::detail::format_state(ctx.out(), mldiag::report::detail::phase_label<Phase>::value, p.state(), detailed);
+  auto format(const mldiag::protocol::diagnosis<P>& d, Context& ctx) const {
+    return mldiag::report::detail::format_diagnosis(ctx.out(), d, detailed);
+  }
+};
+
+/// A diagnosis log record: "phase 3 (hypothesis): 'learning rate too high' rejected (...)".
+template <>
+struct fmt::formatter<mldiag::protocol::log_entry> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const mldiag::protocol::log_entry& e, Context& ctx) const {
+    return fmt::format_to(ctx.out(), "{}: {}", mldiag::protocol::label(e.phase), e.text);
   }
 };

@@ -462,19 +462,6 @@ struct collapsed_finding {
   return static_cast<int>(q);
 }
 
-[[nodiscard]] inline std::string_view phase_name(int phase) noexcept {
-  switch (phase) {
-    case 1:
-      return "evidence";
-    case 2:
-      return "pattern";
-    case 3:
-      return "hypothesis";
-    case 4:
-      return "fix and verify";
-  }
-  return "phase unknown";
-}
 
 // ---- the page -----------------------------------------------------------------------------------
 
@@ -1012,14 +999,15 @@ footer{margin-top:30px;color:#777;font-size:12px}
     }
     // In order: a new block whenever the phase changes, so a rejected hypothesis and the
     // return to phase 3 stay visible.
-    int current = -1;
+    bool open = false;
+    auto current = protocol::phase_id::unknown;
     for (const auto& line : run_.diagnosis) {
-      if (line.phase != current) {
-        if (current != -1) out_ += "</ul></div>\n";
+      if (!open || line.phase != current) {
+        if (open) out_ += "</ul></div>\n";
+        open = true;
         current = line.phase;
-        const int shown = current >= 1 && current <= 4 ? current : 0;
-        put("<div class=\"phase phase-{0}\" data-phase=\"{0}\"><h3>Phase {0}: {1}</h3><ul>", shown,
-            phase_name(current));
+        put("<div class=\"phase phase-{0}\" data-phase=\"{0}\"><h3>Phase {0}: {1}</h3><ul>", line.number(),
+            protocol::title(current));
       }
       out_ += "<li>";
       text(line.text);

@@ -7,6 +7,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
+#include "mldiag/protocol/log.hpp"
 #include "mldiag/report/json.hpp"
 #include "mldiag/report/run_log.hpp"
 #include "mldiag/version.hpp"
@@ -40,13 +41,6 @@ inline void append_number(std::string& out, double v) {
 }
 
 
-/// The phase a diagnosis log line was written in, from its "phase N" prefix (escalation lines
-/// belong to phase 3).
-inline int phase_of(std::string_view line) noexcept {
-  if (line.size() >= 7 && line.substr(0, 6) == "phase " && line[6] >= '1' && line[6] <= '4') return line[6] - '0';
-  if (line.substr(0, 8) == "escalate") return 3;
-  return 0;
-}
 
 }  // namespace detail
 
@@ -199,10 +193,10 @@ class jsonl_sink {
     append_finding_line(line_, step, f);
     write();
   }
-  /// One line of a diagnosis log (its phase is read from its "phase N" prefix).
-  void diagnosis(std::string_view text) {
-    line_ = fmt::format("{{\"diagnosis\":{{\"phase\":{},\"text\":", detail::phase_of(text));
-    json::append_quoted(line_, text);
+  /// One record of a diagnosis log: `{"diagnosis":{"phase":N,"text":...}}`.
+  void diagnosis(const protocol::log_entry& e) {
+    line_ = fmt::format("{{\"diagnosis\":{{\"phase\":{},\"text\":", e.number());
+    json::append_quoted(line_, e.text);
     line_ += "}}";
     write();
   }
@@ -310,7 +304,8 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
       const auto* t = d->find("text");
       const auto* p = d->find("phase");
       if (t == nullptr || !t->is_string()) throw error(where + ": a diagnosis line needs a string \"text\"");
-      log.diagnosis.push_back({p != nullptr && p->is_number() ? static_cast<int>(p->number()) : detail::phase_of(t->string()), t->string()});
+      // The phase is a number written beside the text; a line without one is of phase 0 (unknown).
+      log.diagnosis.push_back({p != nullptr && p->is_number() ? protocol::phase_from_number(static_cast<long long>(p->number())) : protocol::phase_id::unknown, t->string()});
       continue;
     }
     const auto* step = v.find("step");

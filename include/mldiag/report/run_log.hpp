@@ -6,6 +6,7 @@
 // Standard library only: the log readers and their fuzzers include this without fmt.
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
+#include "mldiag/protocol/log.hpp"
 
 #include <bit>
 #include <cstdint>
@@ -23,11 +24,9 @@ struct logged_finding {
   mldiag::finding finding;
 };
 
-/// One line of a diagnosis log, with the phase it was written in (1-4; 0 when unknown).
-struct diagnosis_line {
-  int phase = 0;
-  std::string text;
-};
+/// One record of a diagnosis log: the phase it was written in (`unknown` when a file did not
+/// say) and its text.
+using diagnosis_line = protocol::log_entry;
 
 /// A run: steps in the order they were logged, one column of values per metric (aligned with
 /// `steps`), findings and diagnosis lines.

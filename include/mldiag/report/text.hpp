@@ -142,7 +142,7 @@ struct finding_group {
   }
   if (!run.diagnosis.empty()) {
     out += "\ndiagnosis log\n";
-    for (const auto& line : run.diagnosis) fmt::format_to(it, "  {}\n", line.text);
+    for (const auto& line : run.diagnosis) fmt::format_to(it, "  {}: {}\n", protocol::label(line.phase), line.text);
   }
   return out;
 }
