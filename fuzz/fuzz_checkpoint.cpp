@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the checkpoint readers (tools/cli/checkpoint.hpp): any bytes, named as each format
+// Fuzzes the checkpoint readers (tools/cli/checkpoint*.hpp): any bytes, named as each format
 // and as an unknown one, are indexed and then read (statistics, and a diff with themselves);
 // they either work or throw mldiag::error. Anything else (a crash, a sanitizer report, another
 // exception, a hang) is a bug.
 #include "cli/checkpoint.hpp"
+#include "cli/checkpoint_diff.hpp"
+#include "cli/checkpoint_stats.hpp"
 
 #include <cstddef>
 #include <cstdint>

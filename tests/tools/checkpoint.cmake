@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The checkpoint readers (tools/cli/checkpoint.hpp): one test program, three CTest entries.
+# The checkpoint readers and commands (tools/cli/checkpoint*.hpp): one program, three CTest entries.
 #   tools_checkpoint.readers   bad inputs and rules, on bytes built by the test itself;
 #   tools_checkpoint.numpy     files written by numpy and a Python safetensors writer
 #                              (make_checkpoints.py, run first as a fixture); skipped (77)

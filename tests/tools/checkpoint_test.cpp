@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests of the checkpoint readers (tools/cli/checkpoint.hpp). Three suites, one CTest entry
+// Tests of the checkpoint readers and commands (tools/cli/checkpoint.hpp, checkpoint_stats.hpp,
+// checkpoint_diff.hpp and what they include). Three suites, one CTest entry
 // each (tests/tools/checkpoint.cmake):
 //   readers: bad inputs built here byte by byte, determinism, diff rules;
 //   numpy:   files written by numpy and a hand-written Python safetensors writer
@@ -11,6 +12,8 @@
 #include "../support/doctest_run.hpp"
 
 #include "cli/checkpoint.hpp"
+#include "cli/checkpoint_diff.hpp"
+#include "cli/checkpoint_stats.hpp"
 #include "mldiag/report/json.hpp"
 #include "mldiag/stats/compute.hpp"
 
@@ -417,6 +420,28 @@ TEST_CASE("diff: added, removed, reshaped, zero norms and dtype changes") {
   CHECK(d.reshaped[0].shape_b == std::vector<std::uint64_t>{1, 1});
   const auto same = diff_checkpoints(ca, ca, 1);
   CHECK(same.common[1].relative == 0.0);  // 0 / 0 -> 0
+}
+
+TEST_CASE("diff: a unit of zeros does not flush the tiny values of the next unit to 0") {
+  // Unit 0 is all zeros (scale exponent 0), unit 1 holds 1e-200: merged at the exponent of
+  // the larger part, the sums of unit 1 would underflow to 0.
+  const std::size_t n = 2 * mldiag::detail::unit_elems;
+  std::vector<double> a(n, 0.0), b(n, 0.0);
+  for (std::size_t i = mldiag::detail::unit_elems; i < n; ++i) a[i] = 1e-200;
+  const auto file = [&](const std::string& name, const std::vector<double>& v) {
+    const std::string header = R"({"t":{"dtype":"F64","shape":[)" + std::to_string(n) +
+                               R"(],"data_offsets":[0,)" + std::to_string(8 * n) + "]}}";
+    return checkpoint::open(write_file(name, safetensors(header, raw(v))));
+  };
+  const auto ca = file("tiny_a.safetensors", a);
+  const auto cb = file("tiny_b.safetensors", b);
+  const auto d = diff_checkpoints(ca, cb, 2);
+  REQUIRE(d.common.size() == 1);
+  const double expected = 1e-200 * std::sqrt(static_cast<double>(mldiag::detail::unit_elems));
+  CHECK(std::fabs(d.common[0].norm_a / expected - 1.0) < 1e-12);
+  CHECK(std::fabs(d.common[0].norm_diff / expected - 1.0) < 1e-12);
+  CHECK(d.common[0].norm_b == 0.0);
+  CHECK(d.common[0].relative == doctest::Approx(1.0).epsilon(1e-12));
 }
 
 TEST_CASE("from_memory parses like open (the fuzzer's entry)") {

@@ -15,9 +15,9 @@
 
 namespace mldiag::cli {
 
-/// Writes strict JSON (RFC 8259) into a string, commas and nesting handled: `--json` output
-/// is read by jq and every JSON parser, so a non-finite number is written as `null` (the
-/// documents carry counts of NaN and Inf where it matters; docs/cli.md).
+// Writes strict JSON (RFC 8259) into a string, commas and nesting handled: `--json` output
+// is read by jq and every JSON parser, so a non-finite number is written as `null` (the
+// documents carry counts of NaN and Inf where it matters; docs/cli.md).
 class json_out {
  public:
   json_out& begin_object() { return open('{'); }

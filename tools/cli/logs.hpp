@@ -29,17 +29,17 @@
 
 namespace mldiag::cli {
 
-/// How to read a log. Every field is optional: by default the format is detected and the
-/// columns are recognized by name.
+// How to read a log. Every field is optional: by default the format is detected and the
+// columns are recognized by name.
 struct log_options {
-  /// "" (detect from the content, then the name), or csv, jsonl, hf, megatron, tensorboard.
+  // "" (detect from the content, then the name), or csv, jsonl, hf, megatron, tensorboard.
   std::string format;
-  /// (canonical name, column in the file) pairs, as `--column loss=my_loss`: the file's column
-  /// gets the canonical name, overriding recognition. Matched case-insensitively.
+  // (canonical name, column in the file) pairs, as `--column loss=my_loss`: the file's column
+  // gets the canonical name, overriding recognition. Matched case-insensitively.
   std::vector<std::pair<std::string, std::string>> columns;
-  /// The column (CSV) or key (JSON) that holds the step, as `--step-column`.
+  // The column (CSV) or key (JSON) that holds the step, as `--step-column`.
   std::string step_column;
-  /// Splits a CSV or JSON Lines log into one run per value of this text column or key.
+  // Splits a CSV or JSON Lines log into one run per value of this text column or key.
   std::string group_by;
 };
 
@@ -62,7 +62,30 @@ inline constexpr std::size_t max_cells = std::size_t{1} << 27;
   return s;
 }
 
-/// A cell shown in an error message: at most 40 bytes, control bytes as '?'.
+// The lines of a text in order, without their '\n', numbered from 1.
+class line_cursor {
+ public:
+  explicit line_cursor(std::string_view text) noexcept : text_(text) {}
+  // The next line into `line`; false at the end of the text.
+  bool next(std::string_view& line) noexcept {
+    if (at_ >= text_.size()) return false;
+    std::size_t end = text_.find('\n', at_);
+    if (end == std::string_view::npos) end = text_.size();
+    line = text_.substr(at_, end - at_);
+    at_ = end + 1;
+    ++number_;
+    return true;
+  }
+  // The number of the line `next` gave last (0 before the first).
+  [[nodiscard]] std::size_t number() const noexcept { return number_; }
+
+ private:
+  std::string_view text_;
+  std::size_t at_ = 0;
+  std::size_t number_ = 0;
+};
+
+// A cell shown in an error message: at most 40 bytes, control bytes as '?'.
 [[nodiscard]] inline std::string shown(std::string_view s) {
   std::string out(s.substr(0, 40));
   for (char& c : out)
@@ -70,8 +93,8 @@ inline constexpr std::size_t max_cells = std::size_t{1} << 27;
   return out + (s.size() > 40 ? "..." : "");
 }
 
-/// Parses a whole cell as a number: decimal or scientific, with an optional sign, or
-/// nan / inf / infinity in any case. Hex floats and trailing text are refused.
+// Parses a whole cell as a number: decimal or scientific, with an optional sign, or
+// nan / inf / infinity in any case. Hex floats and trailing text are refused.
 [[nodiscard]] inline bool parse_number(std::string_view s, double& out) {
   s = trim(s);
   bool negative = false;
@@ -106,7 +129,7 @@ inline constexpr std::size_t max_cells = std::size_t{1} << 27;
   return true;
 }
 
-/// Parses a step: an integer, or a number with an integral value ("100.0", "1e3").
+// Parses a step: an integer, or a number with an integral value ("100.0", "1e3").
 [[nodiscard]] inline bool parse_step(std::string_view s, std::int64_t& out) {
   s = trim(s);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
@@ -119,7 +142,7 @@ inline constexpr std::size_t max_cells = std::size_t{1} << 27;
 }
 
 
-/// The canonical name of a recognized column (lower-cased), or "" for one kept as it is.
+// The canonical name of a recognized column (lower-cased), or "" for one kept as it is.
 [[nodiscard]] inline std::string_view canonical_metric(std::string_view lowered) noexcept {
   struct alias {
     std::string_view name, canonical;
@@ -165,10 +188,10 @@ inline constexpr std::size_t max_cells = std::size_t{1} << 27;
   return lowered == "step" || lowered == "iteration" || lowered == "iter" || lowered == "global_step" || lowered == "_step";
 }
 
-/// Maps a log's column names (or keys, or tags) onto metric names, once per distinct name:
-/// `--column` overrides first, then the alias table; a canonical name goes to the first column
-/// that claims it, and a later column that would take it again keeps its own name (prefixed
-/// `raw/` where its own name is the canonical one).
+// Maps a log's column names (or keys, or tags) onto metric names, once per distinct name:
+// `--column` overrides first, then the alias table; a canonical name goes to the first column
+// that claims it, and a later column that would take it again keeps its own name (prefixed
+// `raw/` where its own name is the canonical one).
 class name_mapper {
  public:
   name_mapper(const log_options& options, std::string_view file) : file_(file) {
@@ -180,7 +203,7 @@ class name_mapper {
     }
   }
 
-  /// The metric name for a column of the log.
+  // The metric name for a column of the log.
   const std::string& map(std::string_view name) {
     if (const auto it = cache_.find(std::string(name)); it != cache_.end()) return it->second;
     const std::string l = lower(name);
@@ -205,8 +228,8 @@ class name_mapper {
     return cache_.emplace(std::string(name), std::move(result)).first->second;
   }
 
-  /// True when the column is one the detectors read (or one the user named): a text cell in it
-  /// is an error rather than a column to ignore.
+  // True when the column is one the detectors read (or one the user named): a text cell in it
+  // is an error rather than a column to ignore.
   [[nodiscard]] bool is_metric(std::string_view name) {
     const std::string l = lower(name);
     for (const auto& o : overrides_)
@@ -214,7 +237,7 @@ class name_mapper {
     return !canonical_metric(l).empty();
   }
 
-  /// Throws when a `--column` names a column the log never had.
+  // Throws when a `--column` names a column the log never had.
   void check_overrides_seen() const {
     for (const auto& [column, canonical, seen] : overrides_)
       if (!seen)
@@ -229,10 +252,10 @@ class name_mapper {
   std::unordered_map<std::string, std::string> cache_;
 };
 
-/// Builds one run, step by step, enforcing the step rules (docs/cli.md):
-/// - the same step as the previous line merges into it (a metric given twice: the later wins);
-/// - a smaller step is a restart from a checkpoint: the steps from it on are dropped and the
-///   later lines replace them, so that steps stay strictly increasing.
+// Builds one run, step by step, enforcing the step rules (docs/cli.md):
+// - the same step as the previous line merges into it (a metric given twice: the later wins);
+// - a smaller step is a restart from a checkpoint: the steps from it on are dropped and the
+//   later lines replace them, so that steps stay strictly increasing.
 class run_builder {
  public:
   explicit run_builder(std::string title) { log_.title = std::move(title); }
@@ -257,7 +280,7 @@ class run_builder {
     log_.add_step(s);
   }
 
-  /// Sets a metric at the current step (step() first).
+  // Sets a metric at the current step (step() first).
   void set(const std::string& metric, double v) {
     if (!log_.metric(metric) && log_.steps.size() * (log_.metric_names.size() + 1) > max_cells) too_big();
     log_.metric_values[log_.column(metric)].back() = v;
@@ -277,7 +300,7 @@ class run_builder {
   std::size_t work_ = 0;
 };
 
-/// The runs of a log in the order their groups first appear.
+// The runs of a log in the order their groups first appear.
 class run_set {
  public:
   explicit run_set(std::string file) : file_(std::move(file)) {}
@@ -308,13 +331,13 @@ class run_set {
 
 // ------------------------------------------------------------------------------------ CSV
 
-/// Splits CSV (RFC 4180: quoted fields, "" inside quotes, CRLF or LF) into records.
+// Splits CSV (RFC 4180: quoted fields, "" inside quotes, CRLF or LF) into records.
 class csv_reader {
  public:
   csv_reader(std::string_view text, std::string_view file, char separator) : s_(text), file_(file), sep_(separator) {}
 
-  /// The next record's fields (false at the end); `line` gets the line it starts on. Blank
-  /// lines are skipped.
+  // The next record's fields (false at the end); `line` gets the line it starts on. Blank
+  // lines are skipped.
   bool next(std::vector<std::string>& fields, std::size_t& line) {
     for (;;) {
       if (i_ >= s_.size()) return false;
@@ -472,12 +495,12 @@ class csv_reader {
 
 // ------------------------------------------------------------------- JSON Lines and HF
 
-/// Metrics of one JSON object (nested objects flattened with '/'), into the current step.
+// Metrics of one JSON object (nested objects flattened with '/'), into the current step.
 class json_record_reader {
  public:
   json_record_reader(const log_options& options, const std::string& file) : names_(options, file), options_(options), file_(file) {}
 
-  /// Reads one record; `where` names it in errors ("line 7", "log_history[3]").
+  // Reads one record; `where` names it in errors ("line 7", "log_history[3]").
   void read(const report::json::value& record, const std::string& where, run_set& runs) {
     const report::json::value* step = nullptr;
     std::string group;
@@ -571,13 +594,10 @@ class json_record_reader {
 [[nodiscard]] inline std::vector<report::run_log> parse_jsonl(std::string_view text, const std::string& file, const log_options& options) {
   json_record_reader reader(options, file);
   run_set runs(file);
-  std::size_t line = 0;
-  for (std::size_t i = 0; i < text.size();) {
-    std::size_t end = text.find('\n', i);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view row = trim(text.substr(i, end - i));
-    i = end + 1;
-    ++line;
+  line_cursor lines(text);
+  for (std::string_view row; lines.next(row);) {
+    const std::size_t line = lines.number();
+    row = trim(row);
     if (row.empty()) continue;
     report::json::value v;
     try {
@@ -593,12 +613,12 @@ class json_record_reader {
   }
   reader.finish();
   if (runs.empty())
-    throw error(file + (line == 0 ? ": empty file" : ": no line with a numeric metric") +
+    throw error(file + (lines.number() == 0 ? ": empty file" : ": no line with a numeric metric") +
                 "; a JSON Lines log holds one object per line, such as {\"step\": 1, \"loss\": 2.3}");
   return runs.take("a JSON Lines log needs numeric keys such as loss or lr");
 }
 
-/// `log_history` of a Hugging Face `trainer_state.json` (or a bare array of such entries).
+// `log_history` of a Hugging Face `trainer_state.json` (or a bare array of such entries).
 [[nodiscard]] inline std::vector<report::run_log> parse_hf(const report::json::value& doc, const std::string& file, const log_options& options) {
   if (!options.group_by.empty()) throw error(file + ": group by applies to CSV and JSON Lines logs, not trainer_state.json");
   const report::json::value* history = doc.is_array() ? &doc : doc.find("log_history");
@@ -626,8 +646,8 @@ class json_record_reader {
 
 // --------------------------------------------------------------------------- Megatron
 
-/// If `line` holds Megatron's " iteration N/ M |" (or "validation loss at iteration N |"),
-/// the step and where its fields start.
+// If `line` holds Megatron's " iteration N/ M |" (or "validation loss at iteration N |"),
+// the step and where its fields start.
 [[nodiscard]] inline bool megatron_line(std::string_view line, std::int64_t& step, std::size_t& fields_at, bool& validation) {
   auto digits = [&](std::size_t& i) {
     const std::size_t start = i;
@@ -671,13 +691,8 @@ class json_record_reader {
   if (!options.group_by.empty()) throw error(file + ": group by applies to CSV and JSON Lines logs, not Megatron logs");
   name_mapper names(options, file);
   run_set runs(file);
-  std::size_t line_no = 0;
-  for (std::size_t i = 0; i < text.size();) {
-    std::size_t end = text.find('\n', i);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(i, end - i);
-    i = end + 1;
-    ++line_no;
+  line_cursor lines(text);
+  for (std::string_view line; lines.next(line);) {
     std::int64_t step = 0;
     std::size_t at = 0;
     bool validation = false;
@@ -698,7 +713,7 @@ class json_record_reader {
       double v = 0.0;
       if (!parse_number(cell, v)) {
         if (names.is_metric(name))
-          throw error(file + ": line " + std::to_string(line_no) + ", field '" + shown(key) + "': '" + shown(cell) +
+          throw error(file + ": line " + std::to_string(lines.number()) + ", field '" + shown(key) + "': '" + shown(cell) +
                       "' is not a number; fix the line, or map another field with --column");
         continue;
       }
@@ -741,7 +756,7 @@ inline void add_scalars(const std::vector<tensorboard::scalar>& scalars, name_ma
 
 // ------------------------------------------------------------------------- detection
 
-/// What binary content looks like, or "" for text.
+// What binary content looks like, or "" for text.
 [[nodiscard]] inline std::string_view binary_kind(std::string_view bytes) noexcept {
   if (tensorboard::looks_like_event_file(bytes)) return "a TensorBoard event file";
   if (bytes.starts_with("\x1f\x8b")) return "gzip-compressed data (decompress it first)";
@@ -797,17 +812,17 @@ enum class log_format { csv, jsonl, hf, megatron, tensorboard };
 
 }  // namespace detail
 
-/// Reads a training log held in memory: `file_name` names it in errors and titles, and its
-/// extension is checked against the content when the format is detected. One run per group
-/// (one run unless `options.group_by`); each run's title is the file name (": " and the group
-/// value when grouped). Bad input throws mldiag::error naming the file and the line (or byte
-/// offset) and saying what to do.
-///
-/// **Example**
-/// ```cpp
-/// const auto runs = mldiag::cli::parse_log("step,loss\n0,2.3\n1,2.1\n", "run.csv");
-/// const auto& loss = *runs[0].metric("loss");  // {2.3, 2.1}
-/// ```
+// Reads a training log held in memory: `file_name` names it in errors and titles, and its
+// extension is checked against the content when the format is detected. One run per group
+// (one run unless `options.group_by`); each run's title is the file name (": " and the group
+// value when grouped). Bad input throws mldiag::error naming the file and the line (or byte
+// offset) and saying what to do.
+//
+// **Example**
+// ```cpp
+// const auto runs = mldiag::cli::parse_log("step,loss\n0,2.3\n1,2.1\n", "run.csv");
+// const auto& loss = *runs[0].metric("loss");  // {2.3, 2.1}
+// ```
 [[nodiscard]] inline std::vector<report::run_log> parse_log(std::string_view bytes, std::string_view file_name, const log_options& options = {}) {
   using detail::log_format;
   const std::string file(file_name);
@@ -903,15 +918,15 @@ namespace detail {
 }
 }  // namespace detail
 
-/// Reads a training log file, or a folder of TensorBoard event files (every file whose name
-/// holds "tfevents", in name order, as one run; subfolders are not read). See parse_log.
-///
-/// **Example**
-/// ```cpp
-/// mldiag::cli::log_options options;
-/// options.columns = {{"loss", "my_loss"}};  // --column loss=my_loss
-/// for (const auto& run : mldiag::cli::read_log("train.csv", options)) std::puts(run.title.c_str());
-/// ```
+// Reads a training log file, or a folder of TensorBoard event files (every file whose name
+// holds "tfevents", in name order, as one run; subfolders are not read). See parse_log.
+//
+// **Example**
+// ```cpp
+// mldiag::cli::log_options options;
+// options.columns = {{"loss", "my_loss"}};  // --column loss=my_loss
+// for (const auto& run : mldiag::cli::read_log("train.csv", options)) std::puts(run.title.c_str());
+// ```
 [[nodiscard]] inline std::vector<report::run_log> read_log(const std::filesystem::path& file, const log_options& options = {}) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) {

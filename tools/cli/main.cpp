@@ -7,6 +7,8 @@
 // Exit codes: 0 nothing at warning or above, 1 something was, 2 bad input or usage
 // (docs/cli.md).
 #include "cli/checkpoint.hpp"
+#include "cli/checkpoint_diff.hpp"
+#include "cli/checkpoint_stats.hpp"
 #include "cli/json_out.hpp"
 #include "cli/logs.hpp"
 #include "cli/scan.hpp"
@@ -39,7 +41,7 @@ using mldiag::cli::json_out;
 
 constexpr int exit_clean = 0, exit_found = 1, exit_bad = 2;
 
-/// A usage error: printed with a pointer to --help, exit code 2.
+// A usage error: printed with a pointer to --help, exit code 2.
 struct usage_error : mldiag::error {
   using mldiag::error::error;
 };
@@ -166,7 +168,7 @@ struct args {
   }
 };
 
-/// Parses `argv[first..]`: flags in `flags`, options with a value in `valued`.
+// Parses `argv[first..]`: flags in `flags`, options with a value in `valued`.
 args parse_args(int argc, char** argv, int first, std::initializer_list<std::string_view> valued,
                 std::initializer_list<std::string_view> flags) {
   args a;
@@ -214,6 +216,23 @@ unsigned threads_option(const args& a) {
 
 void print_json(const json_out& j) { fmt::print("{}\n", j.str()); }
 
+// A command's exit code: whether it found something of severity warning or above.
+int exit_code(bool found) { return found ? exit_found : exit_clean; }
+
+// Closes a command's JSON document (its last array still open) with the exit code, prints it
+// and returns the code.
+int finish_json(json_out& j, bool found) {
+  j.end_array().member("exit_code", exit_code(found)).end_object();
+  print_json(j);
+  return exit_code(found);
+}
+
+// A command's --help: its text on stdout, exit code 0.
+int print_help(std::string_view text) {
+  fmt::print("{}", text);
+  return exit_clean;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Findings, shared by scan and report
 
@@ -244,10 +263,7 @@ bool any_warning(const std::vector<r::finding_group>& groups) {
 // scan
 
 int scan_command(const args& a) {
-  if (a.help) {
-    fmt::print("{}", scan_help);
-    return exit_clean;
-  }
+  if (a.help) return print_help(scan_help);
   if (a.positional.empty()) throw usage_error("scan needs a log file; see mldiag scan --help");
   mldiag::cli::log_options o;
   if (const auto f = a.get("--format")) o.format = *f;
@@ -298,19 +314,14 @@ int scan_command(const args& a) {
       fmt::print("{}\n", text);
     }
   }
-  j.end_array().member("exit_code", found ? exit_found : exit_clean).end_object();
-  if (a.json) print_json(j);
-  return found ? exit_found : exit_clean;
+  return a.json ? finish_json(j, found) : exit_code(found);
 }
 
 // ---------------------------------------------------------------------------------------------
 // report
 
 int report_command(const args& a) {
-  if (a.help) {
-    fmt::print("{}", report_help);
-    return exit_clean;
-  }
+  if (a.help) return print_help(report_help);
   if (a.positional.size() != 1) throw usage_error("report needs exactly one JSON Lines file; see mldiag report --help");
   const fs::path in = a.positional.front();
   fs::path out = in;
@@ -329,13 +340,11 @@ int report_command(const args& a) {
     j.member("steps", static_cast<std::uint64_t>(run.steps.size()));
     j.key("findings").begin_array();
     for (const auto& g : groups) finding_json(j, g);
-    j.end_array().member("exit_code", found ? exit_found : exit_clean).end_object();
-    print_json(j);
-  } else {
-    fmt::print("wrote {} ({} steps, {} finding(s), {} diagnosis line(s))\n", out.string(), run.steps.size(), groups.size(),
-               run.diagnosis.size());
+    return finish_json(j, found);
   }
-  return found ? exit_found : exit_clean;
+  fmt::print("wrote {} ({} steps, {} finding(s), {} diagnosis line(s))\n", out.string(), run.steps.size(), groups.size(),
+             run.diagnosis.size());
+  return exit_code(found);
 }
 
 
@@ -354,15 +363,12 @@ void shape_json(json_out& j, std::string_view key, const std::vector<std::uint64
   j.end_array();
 }
 
-/// A tensor with a NaN or an Inf in a checkpoint is a finding of severity critical (the only
-/// one `stats` makes: everything else is numbers for the user to read).
+// A tensor with a NaN or an Inf in a checkpoint is a finding of severity critical (the only
+// one `stats` makes: everything else is numbers for the user to read).
 bool has_non_finite(const mldiag::tensor_stats& s) { return s.non_finite() > 0; }
 
 int stats_command(const args& a) {
-  if (a.help) {
-    fmt::print("{}", stats_help);
-    return exit_clean;
-  }
+  if (a.help) return print_help(stats_help);
   if (a.positional.empty()) throw usage_error("stats needs a checkpoint file; see mldiag stats --help");
   const unsigned threads = threads_option(a);
   bool found = false;
@@ -416,19 +422,14 @@ int stats_command(const args& a) {
     for (const auto& m : ckpt.skipped_members()) fmt::print("  (skipped archive member {}: not a .npy)\n", m);
     if (bad_tensors > 0) fmt::print("critical: {} tensor(s) hold NaN or Inf\n", bad_tensors);
   }
-  j.end_array().member("exit_code", found ? exit_found : exit_clean).end_object();
-  if (a.json) print_json(j);
-  return found ? exit_found : exit_clean;
+  return a.json ? finish_json(j, found) : exit_code(found);
 }
 
 // ---------------------------------------------------------------------------------------------
 // diff
 
 int diff_command(const args& a) {
-  if (a.help) {
-    fmt::print("{}", diff_help);
-    return exit_clean;
-  }
+  if (a.help) return print_help(diff_help);
   if (a.positional.size() != 2) throw usage_error("diff needs two checkpoints, A and B; see mldiag diff --help");
   const unsigned threads = threads_option(a);
   const std::size_t top = a.get("--top") ? parse_count(*a.get("--top"), "--top", 0, 1u << 30) : 20;
@@ -465,9 +466,7 @@ int diff_command(const args& a) {
     }
     j.end_array().key("uncompared").begin_array();
     for (const auto& u : d.uncompared) j.begin_object().member("name", u.name).member("reason", u.reason).end_object();
-    j.end_array().member("exit_code", found ? exit_found : exit_clean).end_object();
-    print_json(j);
-    return found ? exit_found : exit_clean;
+    return finish_json(j, found);
   }
   fmt::print("{} -> {}: {} tensors compared, {} added, {} removed, {} reshaped\n", a.positional[0], a.positional[1], d.common.size(),
              d.added.size(), d.removed.size(), d.reshaped.size());
@@ -486,7 +485,7 @@ int diff_command(const args& a) {
   for (const auto& rt : d.reshaped) fmt::print("warning: reshaped: {} {} -> {}\n", rt.name, shape_string(rt.shape_a), shape_string(rt.shape_b));
   for (const auto& u : d.uncompared) fmt::print("note: not compared: {} ({})\n", u.name, u.reason);
   if (non_finite_tensors > 0) fmt::print("critical: {} tensor(s) have NaN or Inf in A or B\n", non_finite_tensors);
-  return found ? exit_found : exit_clean;
+  return exit_code(found);
 }
 
 }  // namespace

@@ -20,30 +20,30 @@
 
 namespace mldiag::cli {
 
-/// A read-only map of a file: `bytes()` is its content, valid while the object lives (moving
-/// it keeps the mapping where it is). An empty file maps nothing and has empty `bytes()`.
-/// Errors throw `mldiag::error` naming the file and what to do.
-///
-/// The map is private and read-only, so `release()` may drop pages that were read (their
-/// memory goes back to the system; touching them again reads them from the file again): this
-/// is how a reader keeps its resident memory bounded on a file larger than memory. For a file
-/// larger than a quarter of physical memory it drops them from the page cache as well, so that
-/// streaming it does not evict everything else: on the 13 GiB test file that took the read
-/// from 50 s to 14 s (2 cores, 24 GB, tests/tools/checkpoint_test.cpp "big", 2026-12-01);
-/// `will_need(..., true)` (MADV_POPULATE_READ) then took it to 8 s, and a cached 1 GiB file
-/// from 0.7 to 3.8 GB/s (page faults were the cost).
-/// Smaller files stay cached (a `diff` after a `stats` reads them from memory). The file
-/// stays open while mapped.
-///
-/// If another process truncates the file while it is mapped, reading the lost pages raises
-/// SIGBUS: do not rewrite a checkpoint while it is being read.
-///
-/// **Example**
-/// ```cpp
-/// mldiag::cli::mapped_file f("model.safetensors");
-/// f.advise_sequential();
-/// std::span<const std::byte> all = f.bytes();
-/// ```
+// A read-only map of a file: `bytes()` is its content, valid while the object lives (moving
+// it keeps the mapping where it is). An empty file maps nothing and has empty `bytes()`.
+// Errors throw `mldiag::error` naming the file and what to do.
+//
+// The map is private and read-only, so `release()` may drop pages that were read (their
+// memory goes back to the system; touching them again reads them from the file again): this
+// is how a reader keeps its resident memory bounded on a file larger than memory. For a file
+// larger than a quarter of physical memory it drops them from the page cache as well, so that
+// streaming it does not evict everything else: on the 13 GiB test file that took the read
+// from 50 s to 14 s (2 cores, 24 GB, tests/tools/checkpoint_test.cpp "big", 2026-12-01);
+// `will_need(..., true)` (MADV_POPULATE_READ) then took it to 8 s, and a cached 1 GiB file
+// from 0.7 to 3.8 GB/s (page faults were the cost).
+// Smaller files stay cached (a `diff` after a `stats` reads them from memory). The file
+// stays open while mapped.
+//
+// If another process truncates the file while it is mapped, reading the lost pages raises
+// SIGBUS: do not rewrite a checkpoint while it is being read.
+//
+// **Example**
+// ```cpp
+// mldiag::cli::mapped_file f("model.safetensors");
+// f.advise_sequential();
+// std::span<const std::byte> all = f.bytes();
+// ```
 class mapped_file {
  public:
   explicit mapped_file(std::string path) : path_(std::move(path)) {
@@ -100,13 +100,13 @@ class mapped_file {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
 
-  /// Tells the kernel the file will be read front to back (more read-ahead, earlier reuse).
+  // Tells the kernel the file will be read front to back (more read-ahead, earlier reuse).
   void advise_sequential() const noexcept {
     if (size_ > 0) (void)::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
   }
 
-  /// Asks the kernel to start reading [offset, offset + length) now (a hint): one large read
-  /// instead of a page fault per 4 KiB when the range is first touched.
+  // Asks the kernel to start reading [offset, offset + length) now (a hint): one large read
+  // instead of a page fault per 4 KiB when the range is first touched.
   void will_need(std::uint64_t offset, std::uint64_t length, bool now = false) const noexcept {
     if (size_ == 0 || offset >= size_) return;
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -122,8 +122,8 @@ class mapped_file {
     (void)::madvise(p, n, MADV_WILLNEED);
   }
 
-  /// Drops the resident pages that lie entirely inside [offset, offset + length): a hint
-  /// (failures are ignored), never a change of content.
+  // Drops the resident pages that lie entirely inside [offset, offset + length): a hint
+  // (failures are ignored), never a change of content.
   void release(std::uint64_t offset, std::uint64_t length) const noexcept {
     if (size_ == 0 || offset >= size_) return;
     const std::uint64_t end = length > size_ - offset ? size_ : offset + length;

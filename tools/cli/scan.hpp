@@ -12,29 +12,29 @@
 
 namespace mldiag::cli {
 
-/// What a scan found in one run, with notes on what it could not use.
+// What a scan found in one run, with notes on what it could not use.
 struct scan_result {
-  std::vector<report::logged_finding> findings;  ///< every delivery, in order
-  std::vector<std::string> notes;                ///< e.g. a grad-norm column that is all zeros
+  std::vector<report::logged_finding> findings;  // every delivery, in order
+  std::vector<std::string> notes;                // e.g. a grad-norm column that is all zeros
   std::size_t steps = 0;
 };
 
-/// Replays `run` step by step through a `mldiag::monitor` with the default detectors — the
-/// same semantics as a live run, consequences of a non-finite event marked as such: a step's
-/// logged `loss`, `val_loss`, `lr`, `grad/global_norm` and `loss_scale` become its evidence (a
-/// value logged as NaN or Inf is evidence too; a value not logged at a step is not recorded
-/// there). A detector that needs more loss values than the log has (a window, a warm-up) is
-/// named in a note, "too few points to judge", instead of staying silent.
-///
-/// A gradient-norm column that is exactly zero wherever it is finite is not a measurement
-/// (BigScience's 13B logs print `grad norm: 0.000` when the norm is not computed): it is left
-/// out, with a note.
-///
-/// **Example**
-/// ```cpp
-/// for (const auto& run : mldiag::cli::read_log("train.csv"))
-///   for (const auto& f : mldiag::cli::scan(run).findings) ...
-/// ```
+// Replays `run` step by step through a `mldiag::monitor` with the default detectors — the
+// same semantics as a live run, consequences of a non-finite event marked as such: a step's
+// logged `loss`, `val_loss`, `lr`, `grad/global_norm` and `loss_scale` become its evidence (a
+// value logged as NaN or Inf is evidence too; a value not logged at a step is not recorded
+// there). A detector that needs more loss values than the log has (a window, a warm-up) is
+// named in a note, "too few points to judge", instead of staying silent.
+//
+// A gradient-norm column that is exactly zero wherever it is finite is not a measurement
+// (BigScience's 13B logs print `grad norm: 0.000` when the norm is not computed): it is left
+// out, with a note.
+//
+// **Example**
+// ```cpp
+// for (const auto& run : mldiag::cli::read_log("train.csv"))
+//   for (const auto& f : mldiag::cli::scan(run).findings) ...
+// ```
 [[nodiscard]] inline scan_result scan(const report::run_log& run) {
   scan_result out;
   const auto* loss = run.metric("loss");

@@ -15,7 +15,7 @@
 
 namespace mldiag::cli::tensorboard {
 
-/// One scalar summary value: the event's step, the value's tag as written, the value.
+// One scalar summary value: the event's step, the value's tag as written, the value.
 struct scalar {
   std::int64_t step = 0;
   std::string tag;
@@ -42,8 +42,8 @@ inline constexpr std::array<std::uint32_t, 256> crc32c_table = make_crc32c_table
   return c ^ 0xFFFFFFFFU;
 }
 
-/// TFRecord stores CRCs "masked" (rotated and offset) so that a CRC of data holding CRCs
-/// does not degenerate.
+// TFRecord stores CRCs "masked" (rotated and offset) so that a CRC of data holding CRCs
+// does not degenerate.
 [[nodiscard]] inline std::uint32_t masked_crc32c(std::string_view bytes) noexcept {
   const std::uint32_t c = crc32c(bytes);
   return ((c >> 15) | (c << 17)) + 0xA282EAD8U;
@@ -55,7 +55,7 @@ inline constexpr std::array<std::uint32_t, 256> crc32c_table = make_crc32c_table
   return v;
 }
 
-/// Where a decoding error is: the file and the byte offset of the record.
+// Where a decoding error is: the file and the byte offset of the record.
 struct place {
   std::string_view file;
   std::uint64_t offset = 0;
@@ -65,8 +65,8 @@ struct place {
   }
 };
 
-/// One protobuf field: its number, wire type, and either the varint / fixed value or the
-/// length-delimited bytes.
+// One protobuf field: its number, wire type, and either the varint / fixed value or the
+// length-delimited bytes.
 struct field {
   std::uint32_t number = 0;
   std::uint32_t wire = 0;
@@ -74,8 +74,8 @@ struct field {
   std::string_view bytes;    // wire type 2
 };
 
-/// Walks the fields of one protobuf message. Groups (wire types 3 and 4, long deprecated) and
-/// anything that runs past the message's end are errors.
+// Walks the fields of one protobuf message. Groups (wire types 3 and 4, long deprecated) and
+// anything that runs past the message's end are errors.
 class proto_reader {
  public:
   proto_reader(std::string_view message, const place& where) noexcept : s_(message), where_(where) {}
@@ -130,8 +130,8 @@ class proto_reader {
 inline constexpr std::uint64_t dt_float = 1;
 inline constexpr std::uint64_t dt_double = 2;
 
-/// The value of a TensorProto that holds exactly one float or double (a TF2 scalar summary);
-/// false for anything else (histograms, strings, other types, more or fewer elements).
+// The value of a TensorProto that holds exactly one float or double (a TF2 scalar summary);
+// false for anything else (histograms, strings, other types, more or fewer elements).
 inline bool tensor_scalar(std::string_view tensor, const place& where, double& out) {
   std::uint64_t dtype = 0;
   std::uint64_t elements = 1;  // the shape's product; rank 0 is one element
@@ -191,7 +191,7 @@ inline bool tensor_scalar(std::string_view tensor, const place& where, double& o
   return true;
 }
 
-/// Appends the scalars of one serialized `Event`.
+// Appends the scalars of one serialized `Event`.
 inline void decode_event(std::string_view event, const place& where, std::vector<scalar>& out) {
   std::int64_t step = 0;
   std::vector<std::string_view> summaries;
@@ -235,22 +235,22 @@ inline void decode_event(std::string_view event, const place& where, std::vector
 
 }  // namespace detail
 
-/// True when `bytes` starts with a TFRecord whose length CRC checks: how the log reader tells
-/// an event file from text, whatever its name.
+// True when `bytes` starts with a TFRecord whose length CRC checks: how the log reader tells
+// an event file from text, whatever its name.
 [[nodiscard]] inline bool looks_like_event_file(std::string_view bytes) noexcept {
   return bytes.size() >= 12 && detail::load_le(bytes.substr(8, 4)) == detail::masked_crc32c(bytes.substr(0, 8));
 }
 
-/// The scalar summaries of one event file, in file order. Both CRCs of every record are
-/// checked; a bad CRC, a truncated record or a malformed protobuf throws mldiag::error naming
-/// `file` and the record's byte offset. Values that are not scalars (histograms, images,
-/// text, non-scalar tensors) are skipped.
-///
-/// **Example**
-/// ```cpp
-/// for (const auto& s : mldiag::cli::tensorboard::read_scalars(bytes, "events.out.tfevents.1"))
-///   std::printf("%lld %s %g\n", static_cast<long long>(s.step), s.tag.c_str(), s.value);
-/// ```
+// The scalar summaries of one event file, in file order. Both CRCs of every record are
+// checked; a bad CRC, a truncated record or a malformed protobuf throws mldiag::error naming
+// `file` and the record's byte offset. Values that are not scalars (histograms, images,
+// text, non-scalar tensors) are skipped.
+//
+// **Example**
+// ```cpp
+// for (const auto& s : mldiag::cli::tensorboard::read_scalars(bytes, "events.out.tfevents.1"))
+//   std::printf("%lld %s %g\n", static_cast<long long>(s.step), s.tag.c_str(), s.value);
+// ```
 [[nodiscard]] inline std::vector<scalar> read_scalars(std::string_view bytes, std::string_view file) {
   std::vector<scalar> out;
   std::size_t off = 0;

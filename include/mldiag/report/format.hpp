@@ -30,7 +30,7 @@ struct named_snapshot {
 
 namespace detail {
 
-/// The format spec every mldiag formatter takes: empty (compact) or `d` (detailed).
+// The format spec every mldiag formatter takes: empty (compact) or `d` (detailed).
 struct spec_parser {
   bool detailed = false;
   constexpr auto parse(fmt::format_parse_context& ctx) {

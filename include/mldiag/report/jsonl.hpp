@@ -32,8 +32,8 @@ inline constexpr int jsonl_schema = 1;
 
 namespace detail {
 
-/// A JSON number; non-finite values as the bare tokens Python's json module and pandas read
-/// (`NaN`, `Infinity`, `-Infinity`). 17 significant digits: doubles round-trip exactly.
+// A JSON number; non-finite values as the bare tokens Python's json module and pandas read
+// (`NaN`, `Infinity`, `-Infinity`). 17 significant digits: doubles round-trip exactly.
 inline void append_number(std::string& out, double v) {
   if (std::isnan(v)) out += "NaN";
   else if (std::isinf(v)) out += v > 0 ? "Infinity" : "-Infinity";
