@@ -9,6 +9,7 @@
 #include "support/softmax_trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -80,4 +81,70 @@ TEST_CASE("a quiet step allocates nothing after warm-up") {
   for (int i = 600; i < 1600; ++i) fired += step(i);
   CHECK(fired == 0);
   CHECK(mldiag_test::allocations() == before);
+}
+
+namespace {
+// A detector of the user's own: fires once the loss exceeds a line.
+struct loss_above {
+  double line = 5.0;
+  void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) {
+    if (o.now.has_loss && o.now.loss > line)
+      out.push_back(mldiag::detectors::make_finding(mldiag::question::convergence, mldiag::symptoms::sustained_loss_increase,
+                                                    mldiag::severity::warning, o.now.step, name(), {{"loss", o.now.loss}}));
+  }
+  [[nodiscard]] std::string_view name() const { return "loss_above"; }
+};
+
+std::vector<std::string> names_of(const mldiag::monitor& mon) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < mon.detector_set().size(); ++i) out.emplace_back(mon.detector_set()[i].name());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("monitor: configured entries, each name once, and the user's own detectors") {
+  // classes > 1 configures initial_loss and chance_level in their place, once each.
+  for (const auto& config : {mldiag::monitor_config{.classes = 10},
+                             mldiag::monitor_config{.classes = 10, .detectors = {"initial_loss", "loss_spike", "chance_level"}}}) {
+    mldiag::monitor mon(config);
+    auto names = names_of(mon);
+    CHECK(std::count(names.begin(), names.end(), "initial_loss") == 1);
+    CHECK(std::count(names.begin(), names.end(), "chance_level") == 1);
+    std::sort(names.begin(), names.end());
+    CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+  }
+  // An entry's own parameters win over the monitor's classes: a 2-class task reports a first
+  // loss of ln 10 as far from ln 2 ...
+  {
+    mldiag::monitor mon({.classes = 10, .detectors = {{"initial_loss", {{"classes", 2}}}}});
+    mon.observe_loss(std::log(10.0));
+    const auto f = mon.end_step();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].symptom == mldiag::symptoms::initial_loss_far_from_chance);
+  }
+  // ... while with the monitor's 10 classes the same loss is exactly at chance.
+  {
+    mldiag::monitor mon({.classes = 10, .detectors = {"initial_loss"}});
+    mon.observe_loss(std::log(10.0));
+    CHECK(mon.end_step().empty());
+  }
+  // A configured entry's parameter takes effect: a jump of 15x is below warn_ratio 20.
+  CHECK_THROWS_WITH_AS(mldiag::monitor({.detectors = {{"exploding_gradients", {{"warn_ratios", 20}}}}}),
+                       doctest::Contains("unknown parameter 'warn_ratios'"), mldiag::error);
+  // The user's own detector: added, its findings delivered and opening a diagnosis; one of the
+  // same name replaces it in its place.
+  mldiag::monitor mon({.detectors = {"loss_spike"}});
+  mon.add(loss_above{});
+  CHECK(names_of(mon) == std::vector<std::string>{"loss_spike", "loss_above"});
+  mon.add(loss_above{.line = 100.0});
+  CHECK(names_of(mon) == std::vector<std::string>{"loss_spike", "loss_above"});
+  mon.add(mldiag::detectors::make_detector("loss_spike", {{"factor", 4}}));
+  CHECK(names_of(mon) == std::vector<std::string>{"loss_spike", "loss_above"});
+  mon.observe_loss(50.0);
+  CHECK(mon.end_step().empty());  // the replacement's line is 100
+  mon.observe_loss(150.0);
+  const auto f = mon.end_step();
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].detector == "loss_above");
+  CHECK(mon.open_diagnoses() == 1);
 }

@@ -5,6 +5,7 @@
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/detectors/configuration.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/evidence/persistence.hpp"
 #include "mldiag/evidence/recorder.hpp"
@@ -18,40 +19,31 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace mldiag {
 
-/// What the monitor starts with. `detectors` empty means the default set.
-struct monitor_config {
-  std::size_t history = 512;
-  /// Number of classes of a cross-entropy task (enables the initial-loss check); 0 = unknown.
-  double classes = 0;
-  std::vector<std::string> detectors = {};
+/// A detector of the catalogue by name, with named parameters (the fields of its config):
+/// `"loss_spike"` or `{"exploding_gradients", {{"warn_ratio", 20}}}`.
+struct detector_entry {
+  std::string name;
+  detectors::parameters parameters = {};
+  detector_entry(const char* n) : name(n) {}  // NOLINT: implicit, so a list of names reads as one
+  detector_entry(std::string n, detectors::parameters p = {}) : name(std::move(n)), parameters(std::move(p)) {}
 };
 
-/// The L0 checks: static configuration, before the first step. Each field that is set is
-/// checked; findings map to the method's questions (see docs/method.md).
-struct training_config {
-  std::optional<double> learning_rate = {};
-  std::optional<double> classes = {};
-  std::optional<double> label_min = {}, label_max = {};  ///< the labels' range in the data
-  bool fp16 = false;
-  bool loss_scaling = true;
-  std::optional<int> data_loader_workers = {};
-  /// Tokens (or samples) one device processes per step (micro-batch x sequence length).
-  std::optional<double> tokens_per_step = {};
-  // 4096: a GEMM of a d=768 layer fills one wave of an H100's 132 SMs with 128x128 tiles only
-  // from M = 132 / (768 / 128) x 128 = 2816 rows; below ~4k tokens the kernels are too small.
-  double min_tokens_per_step = 4096;
-  /// Whether fused (flash) attention is on; unset = not known.
-  std::optional<bool> fused_attention = {};
-  /// The dtype the matmuls actually run in, and whether mixed precision (bf16/fp16 autocast)
-  /// was meant: f32 compute with mixed precision meant is the "fp32 where bf16 was meant" fault.
-  std::optional<dtype> compute_dtype = {};
-  bool mixed_precision = false;
+/// What the monitor starts with. `detectors` empty means the default set; entries may carry
+/// parameters. Your own detectors are added with `monitor::add`.
+struct monitor_config {
+  std::size_t history = 512;
+  /// Number of classes of a cross-entropy task (enables the initial-loss and chance-level
+  /// checks, unless an entry gives them its own `classes`); 0 = unknown.
+  double classes = 0;
+  std::vector<detector_entry> detectors = {};
 };
+
 
 /// One object for the training loop. A step is `observe_*` calls (the first one opens the
 /// step) then `end_step()`, which runs the detectors (L1: runtime checks) and returns this
@@ -73,17 +65,28 @@ struct training_config {
 class monitor {
  public:
   explicit monitor(monitor_config c = {}) : config_(std::move(c)), recorder_(config_.history) {
-    if (config_.detectors.empty()) {
-      detectors_ = detectors::default_set();
-    } else {
-      for (const auto& n : config_.detectors) detectors_.add(detectors::make_detector(n));
-    }
-    // The detectors that need the number of classes get it in their place (once each).
-    if (config_.classes > 1) {
-      detectors_.replace(detectors::make_detector("initial_loss", {{"classes", config_.classes}}));
-      detectors_.replace(detectors::make_detector("chance_level", {{"classes", config_.classes}}));
+    std::vector<detector_entry> entries = config_.detectors;
+    if (entries.empty())
+      for (auto n : detectors::detector_names) entries.emplace_back(std::string(n));
+    for (auto& e : entries) {
+      // The detectors that need the number of classes get it, unless the entry set its own.
+      if (config_.classes > 1 && (e.name == detectors::initial_loss::about.name || e.name == detectors::chance_level::about.name))
+        e.parameters.try_emplace("classes", config_.classes);
+      add(detectors::make_detector(e.name, e.parameters));
     }
     step_findings_.reserve(16);
+  }
+
+  /// Adds a detector — your own (anything that models `detectors::detector`) or a configured
+  /// one (`detectors::make_detector(name, parameters)`). One of the same name is replaced in
+  /// its place: a name is one detector.
+  ///
+  /// **Example**: `mon.add(my_detector{});` or
+  /// `mon.add(detectors::make_detector("loss_spike", {{"factor", 4}}));`
+  template <detectors::detector D>
+  void add(D d) {
+    if constexpr (std::is_same_v<D, detectors::any_detector>) detectors_.replace(std::move(d));
+    else detectors_.replace(detectors::any_detector(std::move(d)));
   }
 
   /// Opens step `step` explicitly (otherwise the first observe_* opens the next step).
@@ -151,51 +154,13 @@ class monitor {
   /// marked as its consequences (finding::consequence_of).
   static constexpr std::int64_t consequence_horizon = 100;
 
-  /// L0: checks a static training configuration before the first step; findings are
-  /// delivered (and open diagnoses) like runtime ones.
+  /// L0: checks a static training configuration before the first step
+  /// (`detectors::check_configuration`); the findings are delivered, and open diagnoses, like
+  /// runtime ones. A configured learning rate becomes configured_lr's peak from now on.
   std::vector<finding> check_configuration(const training_config& c) {
-    std::vector<finding> out;
-    auto add = [&](question q, std::string symptom, severity s, std::vector<std::pair<std::string, double>> ev) {
-      out.push_back(detectors::make_finding(q, std::move(symptom), s, -1, "configuration", std::move(ev)));
-    };
-    if (c.learning_rate && (!std::isfinite(*c.learning_rate) || *c.learning_rate <= 0.0)) {
-      add(question::convergence, "learning rate not finite or negative", severity::critical, {{"lr", *c.learning_rate}});
-    } else if (const double max_lr = detectors::lr_sanity::config{}.max_lr; c.learning_rate && *c.learning_rate > max_lr) {
-      // The same line as lr_sanity's at run time (one policy; issue 15: a VAE trained with SGD
-      // at 4 was "absurd" here and sane there).
-      add(question::convergence, "learning rate absurdly large", severity::warning,
-          {{"lr", *c.learning_rate}, {"max_lr", max_lr}});
-    }
-    // The observed learning rate is compared with the configured peak from now on.
+    std::vector<finding> out = detectors::check_configuration(c);
     if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
       detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
-    if (c.classes && c.label_min && c.label_max && (*c.label_min < 0 || *c.label_max >= *c.classes)) {
-      add(question::convergence, "labels out of range", severity::critical,
-          {{"label_min", *c.label_min}, {"label_max", *c.label_max}, {"classes", *c.classes}});
-    }
-    if (c.fp16 && !c.loss_scaling) {
-      add(question::convergence, "fp16 without loss scaling", severity::warning, {});
-    }
-    if (c.data_loader_workers && *c.data_loader_workers == 0) {
-      add(question::efficiency, "input starvation", severity::info, {{"data_loader_workers", 0.0}});
-    }
-    // The efficiency settings predict "low MFU"; info where the setting can be deliberate (a
-    // small fine-tuning batch, an attention mask flash kernels do not support), warning where
-    // the configuration contradicts itself.
-    if (c.tokens_per_step && *c.tokens_per_step < c.min_tokens_per_step) {
-      add(question::efficiency, "low MFU", severity::info,
-          {{"tokens_per_step", *c.tokens_per_step}, {"min_tokens_per_step", c.min_tokens_per_step}});
-      out.back().where.emplace_back("tokens_per_step", *c.tokens_per_step);
-    }
-    if (c.fused_attention && !*c.fused_attention) {
-      add(question::efficiency, "low MFU", severity::info, {{"fused_attention", 0.0}});
-      out.back().where.emplace_back("fused_attention", 0.0);
-    }
-    if (c.mixed_precision && c.compute_dtype && (*c.compute_dtype == dtype::f32 || *c.compute_dtype == dtype::f64)) {
-      add(question::efficiency, "low MFU", severity::warning,
-          {{"compute_dtype_bytes", static_cast<double>(size_of(*c.compute_dtype))}, {"mixed_precision", 1.0}});
-      out.back().where.emplace_back("compute_dtype", static_cast<double>(size_of(*c.compute_dtype)));
-    }
     for (const auto& f : out) deliver(f);
     return out;
   }
@@ -242,7 +207,7 @@ class monitor {
   // parameters — and is marked so instead of being reported as a cause.
   void mark_consequences(std::int64_t step) {
     // The run-breaking evidence itself is never a consequence; its critical findings start the horizon.
-    const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == "missing loss value"; };
+    const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == symptoms::missing_loss_value; };
     for (const auto& f : step_findings_) {
       if (f.severity != severity::critical || !breaking_kind(f)) continue;
       if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {

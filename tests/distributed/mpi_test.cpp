@@ -362,13 +362,13 @@ TEST_CASE("findings of all ranks are deduplicated with the ranks they affect") {
   const int me = mpi().rank(), world = mpi().size();
   std::vector<mldiag::finding> local;
   // Every rank: the same straggler (as every rank's detector reports it after a merge).
-  auto f = mldiag::detectors::make_finding(mldiag::question::efficiency, "straggler", mldiag::severity::warning, 20 + me, "straggler",
+  auto f = mldiag::detectors::make_finding(mldiag::question::efficiency, mldiag::symptoms::straggler, mldiag::severity::warning, 20 + me, "straggler",
                                 {{"ratio_to_median_rank", 1.5 + me}});
   f.where.emplace_back("rank 1", 1.5);
   local.push_back(f);
   // Odd ranks only: exploding gradients in one layer, critical on rank 1.
   if (me % 2 == 1) {
-    auto g = mldiag::detectors::make_finding(mldiag::question::convergence, "exploding gradients",
+    auto g = mldiag::detectors::make_finding(mldiag::question::convergence, mldiag::symptoms::exploding_gradients,
                                   me == 1 ? mldiag::severity::critical : mldiag::severity::warning, 7, "exploding_gradients",
                                   {{"grad_norm", 100.0 * me}});
     g.where.emplace_back("layer3.w", 10.0 * me);

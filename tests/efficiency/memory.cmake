@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Memory evidence (efficiency/memory.hpp) and the Q3 detectors (detectors/q3.hpp), with the
+# Memory evidence (efficiency/memory.hpp) and the Q3 detectors (detectors/efficiency.hpp), with the
 # monitor's L0 efficiency checks.
 mldiag_add_doctest(efficiency_q3 SOURCES ${CMAKE_CURRENT_LIST_DIR}/memory_test.cpp
-                                         ${CMAKE_CURRENT_LIST_DIR}/q3_detectors_test.cpp
+                                         ${CMAKE_CURRENT_LIST_DIR}/efficiency_detectors_test.cpp
                                          ${CMAKE_CURRENT_LIST_DIR}/../support/count_allocations.cpp)

@@ -195,7 +195,10 @@ TEST_CASE("substructure_patterns: defaults on common names, left-most component 
   CHECK(p.classify("blocks.1.gate") == substructure::moe);
   CHECK(p.classify("blocks.3") == substructure::other);
   CHECK(p.classify("lm_head") == substructure::other);
-  CHECK(p.classify("blocks.3.ln_1") == substructure::other);
+  CHECK(p.classify("blocks.3.ln_1") == substructure::norm);
+  CHECK(p.classify("model.layers.0.post_attention_layernorm") == substructure::norm);  // a norm, though "attention" is in it
+  CHECK(p.classify("blocks.0.attn.q_norm") == substructure::attention);  // the outer component decides
+  CHECK(p.classify("model.norm") == substructure::norm);
   CHECK(p.classify("") == substructure::other);
 
   const mldiag::efficiency::substructure_patterns mine({{"mixer", substructure::attention}});

@@ -4,6 +4,8 @@
 
 #include "mldiag/stats/entropy.hpp"
 
+#include "wide_reference.hpp"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -23,12 +25,26 @@ long double softmax_entropy(const std::vector<double>& z) {
   for (double v : z) {
     if (std::isinf(v)) continue;
     const long double p = std::exp(static_cast<long double>(v) - m) / s;
-    h -= p * std::log(p);
+    if (p > 0) h -= p * std::log(p);  // 0 log 0 = 0 (p underflows for logits 2e308 apart)
   }
   return h;
 }
 
 constexpr double inf = std::numeric_limits<double>::infinity();
+
+// Entropy of a probability row normalized to sum 1: the sum in the wide type (no overflow
+// at 1e308, no lost digits of denormals), each p / S then in long double.
+long double normalized_entropy(const std::vector<double>& p) {
+  mldiag_test::wide s = 0;
+  for (double v : p) s += static_cast<mldiag_test::wide>(v);
+  long double h = 0;
+  for (double v : p) {
+    if (v <= 0) continue;
+    const auto q = static_cast<long double>(static_cast<mldiag_test::wide>(v) / s);
+    h -= q * std::log(q);
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -142,4 +158,70 @@ TEST_CASE("strided rows give the entropy of the gathered rows") {
   for (std::size_t r = 0; r < 4; ++r)
     for (std::size_t c = 0; c < 5; ++c) gathered.push_back(colmajor[r + 4 * c]);
   CHECK(mldiag::entropy_from_logits(rows, 5) == mldiag::entropy_from_logits(gathered, 5));
+}
+
+TEST_CASE("float64 logits at the range edge have their entropy, not a clamped NaN") {
+  // x - m overflowed to -inf when the row spans 2e308, and e^-inf * -inf was NaN, clamped to
+  // a valid 0 (issue 16). The reference is the two-pass long double softmax.
+  constexpr double big = std::numeric_limits<double>::max();
+  const std::vector<std::vector<double>> rows = {
+      {-1e308, 1e308, 1e308}, {1e308, -1e308, 1e308}, {1e308, -1e308},
+      {-big, big, -big, big}, {big, -big, big - 1e292, 3.0}, {-1e308, -1e308, 1e308, 1e308 - 1e292}};
+  for (const auto& row : rows) {
+    const auto e = mldiag::entropy_from_logits(row, static_cast<std::int64_t>(row.size()));
+    CAPTURE(row[0]);
+    CAPTURE(row.size());
+    CHECK(e.rows == 1);
+    CHECK(e.invalid_rows == 0);
+    CHECK(e.mean() == doctest::Approx(static_cast<double>(softmax_entropy(row))).epsilon(1e-14));
+  }
+  CHECK(mldiag::entropy_from_logits(rows[0], 3).mean() == doctest::Approx(std::log(2.0)).epsilon(1e-15));
+  // Parts of one row at opposite ends of the range merge the same way, in both orders.
+  mldiag::logit_row_state lo, hi, lo2, hi2;
+  lo.add(-1e308);
+  hi.add(1e308);
+  hi.add(1e308);
+  lo2 = lo;
+  hi2 = hi;
+  lo.merge(hi);
+  hi2.merge(lo2);
+  CHECK(lo.entropy() == doctest::Approx(std::log(2.0)).epsilon(1e-15));
+  CHECK(hi2.entropy() == doctest::Approx(std::log(2.0)).epsilon(1e-15));
+  CHECK(lo.support == 3);
+  // A state that is not a number stays one: the host then counts its row invalid.
+  mldiag::logit_row_state bad;
+  bad.add(0.0);
+  bad.u = std::numeric_limits<double>::quiet_NaN();
+  CHECK(std::isnan(bad.entropy()));
+}
+
+TEST_CASE("float64 probability rows at the range edges are normalized without overflow") {
+  constexpr double big = std::numeric_limits<double>::max();
+  constexpr double tiny = std::numeric_limits<double>::denorm_min();
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> random_big(1000), random_tiny(1000), rising(600);
+  for (auto& v : random_big) v = 1e305 * u(rng);
+  for (auto& v : random_tiny) v = 1e-310 * u(rng);
+  for (std::size_t i = 0; i < rising.size(); ++i) rising[i] = std::ldexp(1.0 + u(rng), static_cast<int>(3 * i) - 1074);
+  const std::vector<std::vector<double>> rows = {
+      {1e308, 1e308}, {big, big, big}, {big, 1e-300, tiny, 0.0, 1.0}, {tiny, tiny, tiny, tiny},
+      {tiny, 2 * tiny, 3 * tiny}, random_big, random_tiny, rising};
+  for (const auto& row : rows) {
+    const auto e = mldiag::entropy_from_probs(row, static_cast<std::int64_t>(row.size()));
+    CAPTURE(row[0]);
+    CAPTURE(row.size());
+    CHECK(e.rows == 1);
+    CHECK(e.invalid_rows == 0);
+    CHECK(e.mean() == doctest::Approx(static_cast<double>(normalized_entropy(row))).epsilon(1e-13));
+  }
+  CHECK(mldiag::entropy_from_probs(rows[0], 2).mean() == doctest::Approx(std::log(2.0)).epsilon(1e-15));
+  CHECK(mldiag::entropy_from_probs(rows[1], 3).mean() == doctest::Approx(std::log(3.0)).epsilon(1e-15));
+  // Denormals scale up by 2^1021 at most (2^-1022 is the smallest power whose inverse is a
+  // double), so H = log S - T/S is a difference of two numbers near -35: a few ulps of 35.
+  CHECK(mldiag::entropy_from_probs(rows[3], 4).mean() == doctest::Approx(std::log(4.0)).epsilon(1e-14));
+  // float32 rows agree with their float64 copies (the scaling is exact).
+  std::vector<float> f = {3e38f, 3e38f, 1e-45f, 0.0f};
+  std::vector<double> fd(f.begin(), f.end());
+  CHECK(mldiag::entropy_from_probs(f, 4).mean() == doctest::Approx(static_cast<double>(normalized_entropy(fd))).epsilon(1e-14));
 }

@@ -6,10 +6,12 @@
 #include "mldiag/stats/compute.hpp"
 
 #include "../support/reference.hpp"
+#include "wide_reference.hpp"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <span>
@@ -241,4 +243,177 @@ TEST_CASE("a part of zeros merges into the scale of the whole") {
     CHECK(m.mean() == doctest::Approx(whole.mean()).epsilon(1e-15));
     CHECK(m.l2_norm() == doctest::Approx(whole.l2_norm()).epsilon(1e-15));
   }
+}
+
+// ---- issue 16: the accuracy contract at its edges, against a __float128 reference ---------
+
+TEST_CASE("the L2 norm and stddev are finite when the true value is near the largest double") {
+  constexpr double big = std::numeric_limits<double>::max();
+  // {DBL_MAX, 0 x (n-1)}: the L2 norm is DBL_MAX exactly, the stddev DBL_MAX sqrt(n-1) / n.
+  // Each size alone, so the first check that fails names it (4088 of them were +Inf).
+  std::size_t l2_inf = 0, sd_bad = 0, l2_bad = 0;
+  for (std::size_t n = 2; n <= 4096; ++n) {
+    std::vector<double> x(n, 0.0);
+    x[0] = big;
+    const auto s = mldiag::compute_stats(x);
+    const auto r = mldiag_test::wide_moments_of(x);
+    if (!std::isfinite(s.l2_norm())) ++l2_inf;
+    if (!(mldiag_test::wide_relative_error(s.l2_norm(), r.l2) <= 1e-6)) ++l2_bad;
+    if (!(mldiag_test::wide_relative_error(s.stddev(), mldiag_test::wide_sqrt(r.variance)) <= 1e-6)) ++sd_bad;
+  }
+  CHECK(l2_inf == 0);
+  CHECK(l2_bad == 0);
+  CHECK(sd_bad == 0);
+
+  // Values whose norm is just below DBL_MAX (true value representable): finite and close;
+  // then the same tensor as float64 pieces merged in another order.
+  for (double fraction : {1.0 - 1e-9, 1.0 - 1e-15, 0.999}) {
+    for (std::size_t n : std::initializer_list<std::size_t>{2, 7, 4096, 4097, 70000}) {
+      std::vector<double> x(n);
+      std::mt19937_64 rng(n);
+      std::uniform_real_distribution<double> u(0.5, 1.0);
+      for (auto& v : x) v = u(rng) * (rng() % 2 ? 1.0 : -1.0);
+      const auto r0 = mldiag_test::wide_moments_of(x);
+      const double k = static_cast<double>(static_cast<mldiag_test::wide>(big) * fraction / r0.l2);
+      for (auto& v : x) v *= k;  // now the L2 norm is fraction * DBL_MAX (to a few ulps)
+      const auto r = mldiag_test::wide_moments_of(x);
+      CAPTURE(fraction);
+      CAPTURE(n);
+      REQUIRE(r.l2 <= static_cast<mldiag_test::wide>(big));
+      const auto s = mldiag::compute_stats(x);
+      CHECK(std::isfinite(s.l2_norm()));
+      CHECK(mldiag_test::wide_relative_error(s.l2_norm(), r.l2) <= 1e-12);
+      CHECK(mldiag_test::wide_relative_error(s.stddev(), mldiag_test::wide_sqrt(r.variance)) <= 1e-12);
+      CHECK(std::isfinite(s.rms()));
+      CHECK(std::fabs(s.mean()) <= s.max_abs);
+    }
+  }
+}
+
+TEST_CASE("above the double range the L2 norm saturates within 1e-6 and is +Inf beyond it") {
+  constexpr double big = std::numeric_limits<double>::max();
+  // True norm DBL_MAX (1 + 1e-7): within the contract's 1e-6 of DBL_MAX, so DBL_MAX.
+  // True norm sqrt(2) DBL_MAX: +Inf, as documented; stddev, rms and mean stay finite.
+  const std::vector<double> just_over = {big, big * std::sqrt(2e-7 + 1e-14)};
+  const auto a = mldiag::compute_stats(just_over);
+  CHECK(a.l2_norm() == big);
+  CHECK(mldiag_test::wide_relative_error(a.l2_norm(), mldiag_test::wide_moments_of(just_over).l2) <= 1e-6);
+  const std::vector<double> two = {big, big}, opposite = {big, -big};
+  const auto b = mldiag::compute_stats(two), c = mldiag::compute_stats(opposite);
+  CHECK(b.l2_norm() == std::numeric_limits<double>::infinity());
+  CHECK(b.rms() == big);
+  CHECK(b.mean() == big);
+  CHECK(b.stddev() == 0.0);
+  CHECK(c.stddev() == big);  // exactly DBL_MAX: finite, and 0 relative error
+  CHECK(c.mean() == 0.0);
+  CHECK(c.rms() == big);
+  CHECK(c.variance() == std::numeric_limits<double>::infinity());  // 3.2e616: documented
+}
+
+namespace {
+// Outliers of 2^43 among ones, at the positions `at` of n + 1 elements of type T.
+template <class T>
+std::vector<T> ones_with_outliers(std::size_t n, std::initializer_list<std::size_t> at) {
+  std::vector<T> x(n + 1, make<T>(1.0));
+  for (std::size_t i : at) x[i] = make<T>(0x1p43);
+  return x;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("the L2 norm does not depend on which element of a block is an outlier", T, double, float,
+                   mldiag::bfloat16) {
+  // The block's first element was its shift: an outlier there made M2 = q - s^2/n cancel,
+  // losing log2(block) bits (L2 error 1.5e-10 on 4096 ones after one 2^43). Every position
+  // of the outlier must now be within the rounding of the sums themselves, and the stddev
+  // and mean with it. float64 sums its scaled squares in lanes of 2048 (measured 2.8e-14
+  // here, bound 2048 * 2^-53 = 2.3e-13; it was 2.3e-10); the narrow formats' squares are
+  // exact in double and came out correctly rounded (1e-16; they were 1.1e-13).
+  const double tol = std::is_same_v<T, double> ? 1e-13 : 1e-14;
+  // The shift is now the median of a block's first, middle and last elements, so the cases
+  // that reach the second pass (needs_reshift) have two of those three as outliers.
+  using at = std::initializer_list<std::size_t>;
+  for (std::size_t n : std::initializer_list<std::size_t>{4096, 4095, 9000}) {
+    for (const at& where : {at{0}, at{1}, at{17}, at{4095}, at{n / 2}, at{n}, at{0, 2048}, at{0, 4095},
+                            at{2048, 4095}, at{0, 2048, 4095}, at{0, 1, 2}}) {
+      const auto x = ones_with_outliers<T>(n, where);
+      const auto s = mldiag::compute_stats(x);
+      std::vector<double> d(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) d[i] = static_cast<double>(x[i]);
+      const auto r = mldiag_test::wide_moments_of(d);
+      CAPTURE(n);
+      CAPTURE(*where.begin());
+      CAPTURE(where.size());
+      CHECK(mldiag_test::wide_relative_error(s.l2_norm(), r.l2) <= tol);
+      CHECK(mldiag_test::wide_relative_error(s.stddev(), mldiag_test::wide_sqrt(r.variance)) <= tol);
+      CHECK(mldiag_test::wide_relative_error(s.mean(), r.mean) <= tol);
+    }
+  }
+  // Gaussian blocks whose first and last elements are 1e4-sigma outliers (a [rows, 4096]
+  // matrix with two odd columns), with and without a NaN (the careful path).
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> normal(3.0, 1.0);
+  for (bool with_nan : {false, true}) {
+    std::vector<T> x(3 * 4096 + 5);
+    for (auto& v : x) v = make<T>(normal(rng));
+    for (std::size_t b = 0; b < x.size(); b += 4096) x[b] = x[std::min(x.size(), b + 4096) - 1] = make<T>(1e4);
+    if (with_nan) x[4096 + 9] = make<T>(std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> d;
+    for (const T& v : x)
+      if (std::isfinite(static_cast<double>(v))) d.push_back(static_cast<double>(v));
+    const auto s = mldiag::compute_stats(x);
+    const auto r = mldiag_test::wide_moments_of(d);
+    CAPTURE(with_nan);
+    CHECK(s.nan == (with_nan ? 1u : 0u));
+    CHECK(mldiag_test::wide_relative_error(s.l2_norm(), r.l2) <= tol);
+    CHECK(mldiag_test::wide_relative_error(s.stddev(), mldiag_test::wide_sqrt(r.variance)) <= tol);
+  }
+}
+
+TEST_CASE("float64 variance survives a mean far above the spread") {
+  // 1e10 + 1e-3 N(0, 1): |mean| / std = 1e13. Block means rounded to a double lost the
+  // differences Chan's merge needs (1.4e-5 relative error in the variance at 8192 elements).
+  for (std::size_t n : std::initializer_list<std::size_t>{8192, 4097, 65536 + 4096 + 3, 300000}) {
+    std::mt19937_64 rng(n);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<double> x(n);
+    for (auto& v : x) v = 1e10 + 1e-3 * normal(rng);
+    const auto s = mldiag::compute_stats(x);
+    const auto r = mldiag_test::wide_moments_of(x);
+    CAPTURE(n);
+    // Measured 1e-13 at most (the low part of the mean holds 24 more bits: 2^-77 of it).
+    CHECK(mldiag_test::wide_relative_error(s.variance(), r.variance) <= 1e-11);
+    CHECK(mldiag_test::wide_relative_error(s.stddev(), mldiag_test::wide_sqrt(r.variance)) <= 1e-11);
+    CHECK(mldiag_test::wide_relative_error(s.mean(), r.mean) <= 1e-15);
+    CHECK(mldiag_test::wide_relative_error(s.l2_norm(), r.l2) <= 1e-15);
+  }
+  // Constructed: block A alternates 1, 1 + u and block B 1 + u, 1 + 2u (u = 2^-52), so the
+  // block means 1 + u/2 and 1 + 3u/2 are not doubles; rounded to even they were 1 and 1 + 2u,
+  // and the variance came out 2.5x the true u^2 / 2 (150% error). Exactly u^2 / 2 now.
+  const double u = 0x1p-52;
+  std::vector<double> x(2 * 4096);
+  for (std::size_t i = 0; i < 4096; ++i) x[i] = 1.0 + (i % 2 ? u : 0.0);
+  for (std::size_t i = 4096; i < x.size(); ++i) x[i] = 1.0 + (i % 2 ? 2 * u : u);
+  const auto s = mldiag::compute_stats(x);
+  const auto r = mldiag_test::wide_moments_of(x);
+  REQUIRE(r.variance == static_cast<mldiag_test::wide>(u) * u / 2);
+  CHECK(mldiag_test::wide_relative_error(s.variance(), r.variance) <= 1e-12);
+  CHECK(mldiag_test::wide_relative_error(s.mean(), r.mean) == 0.0);
+  // The same through merges of the two halves in both orders.
+  const auto a = mldiag::compute_stats(std::span<const double>(x.data(), 4096));
+  const auto b = mldiag::compute_stats(std::span<const double>(x.data() + 4096, 4096));
+  CHECK(mldiag_test::wide_relative_error(mldiag::merge(a, b).variance(), r.variance) <= 1e-12);
+  CHECK(mldiag_test::wide_relative_error(mldiag::merge(b, a).variance(), r.variance) <= 1e-12);
+}
+
+TEST_CASE("float32 data with a large mean keeps its variance across blocks") {
+  // fp32 1000 + 1e-4 N(0,1): the data are coarsely quantized (ulp 6e-5) but the reference is
+  // of the same floats, so only the library's own rounding counts.
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<float> x(200003);
+  for (auto& v : x) v = static_cast<float>(1000.0 + 1e-4 * normal(rng));
+  const auto s = mldiag::compute_stats(x);
+  const auto r = mldiag_test::wide_moments_of(x);
+  CHECK(mldiag_test::wide_relative_error(s.variance(), r.variance) <= 1e-9);
+  CHECK(mldiag_test::wide_relative_error(s.mean(), r.mean) <= 1e-15);
 }

@@ -4,8 +4,12 @@
 
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/finding.hpp"
+#include "mldiag/detectors/symptoms.hpp"
+#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/evidence/snapshot.hpp"
 
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <cstddef>
@@ -16,7 +20,19 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
+
+namespace mldiag {
+
+/// What a detector sees at each step: the newest snapshot, the history and the names.
+struct observation {
+  const snapshot& now;
+  const history& past;
+  const name_table& names;
+};
+
+}  // namespace mldiag
 
 namespace mldiag::detectors {
 
@@ -29,13 +45,36 @@ concept detector = requires(D& d, const observation& o, std::vector<finding>& ou
   { d.name() } -> std::convertible_to<std::string_view>;
 };
 
+/// A named, settable parameter of a detector's config: a double or a count. Each config lists
+/// its own in `static constexpr auto fields()`, beside the defaults, so the names are written
+/// once.
+template <class C>
+struct field {
+  std::string_view name;
+  std::variant<double C::*, std::size_t C::*> at;
+};
+
+/// What a detector says about itself, once: its name (the key of `make_detector`), the question
+/// it answers and the symptoms its findings name. The catalogue, the default set and the
+/// documentation tests read it.
+struct detector_info {
+  std::string_view name;
+  mldiag::question question = mldiag::question::convergence;
+  std::array<symptom, 6> symptoms{};
+  [[nodiscard]] constexpr bool raises(symptom s) const noexcept {
+    for (const symptom x : symptoms)
+      if (!x.empty() && x == s) return true;
+    return false;
+  }
+};
+
 /// A finding with the common fields filled.
-[[nodiscard]] inline finding make_finding(question q, std::string symptom, severity level, std::int64_t step,
+[[nodiscard]] inline finding make_finding(question q, mldiag::symptom symptom, severity level, std::int64_t step,
                                          std::string_view detector_name,
                                          std::vector<std::pair<std::string, double>> evidence = {}) {
   finding f;
   f.question = q;
-  f.symptom = std::move(symptom);
+  f.symptom = std::string(symptom.text);
   f.severity = level;
   f.first_step = f.last_step = step;
   f.detector = std::string(detector_name);
@@ -43,21 +82,39 @@ concept detector = requires(D& d, const observation& o, std::vector<finding>& ou
   return f;
 }
 
-/// Edge trigger: `rise(condition)` is true on the step a condition starts to hold, then
-/// false until it has stopped holding once. Detectors use it to report an onset, not every
-/// step of a lasting state.
-class edge {
+/// The onset of a lasting condition: the one primitive for warm-up, sustain and "report the
+/// start, not every step". `observe(state, sustain)` counts consecutive observations of one
+/// non-zero state and is true on the observation where that run reaches `sustain`, then not
+/// again until the state changes or stops (0 is "nothing to report"; a bool is a state of 1).
+/// `rise(condition)` is `observe(condition, 1)`: true on the step a condition starts to hold.
+/// `run()` says for how many observations it has held; `start(step)` when the run began.
+///
+/// **Example**: `if (onset_.observe(rms < line, c_.sustain)) report(onset_.start(o.now.step));`
+class onset {
  public:
-  bool rise(bool condition) noexcept {
-    const bool r = condition && !active_;
-    active_ = condition;
-    return r;
+  bool observe(int state, std::size_t sustain) noexcept {
+    run_ = state != 0 && state == state_ ? run_ + 1 : (state != 0 ? 1 : 0);
+    state_ = state;
+    const bool held = run_ >= sustain;
+    const bool rise = held && !reported_;
+    reported_ = held;
+    return rise;
   }
-  [[nodiscard]] bool active() const noexcept { return active_; }
+  bool observe(bool condition, std::size_t sustain) noexcept { return observe(condition ? 1 : 0, sustain); }
+  bool rise(bool condition) noexcept { return observe(condition, 1); }
+  void reset() noexcept { run_ = 0, state_ = 0, reported_ = false; }
+  [[nodiscard]] std::size_t run() const noexcept { return run_; }
+  [[nodiscard]] bool active() const noexcept { return state_ != 0; }
+  [[nodiscard]] std::int64_t start(std::int64_t step) const noexcept { return step - static_cast<std::int64_t>(run_) + 1; }
 
  private:
-  bool active_ = false;
+  std::size_t run_ = 0;
+  int state_ = 0;
+  bool reported_ = false;
 };
+
+/// An edge trigger is an onset with a sustain of 1 (`rise`).
+using edge = onset;
 
 /// An episode of a lasting condition, for detectors whose finding names places: `report`
 /// is true on the step the condition starts, and again while it holds whenever the severity
@@ -133,22 +190,19 @@ class sustained {
   void observe(const observation& o, std::vector<finding>& out) {
     const std::size_t before = out.size();
     inner_.observe(o, out);
-    if (out.size() == before) {
-      run_ = 0;
-      return;
-    }
-    if (run_++ == 0) run_start_ = o.now.step;
-    if (run_ < steps_) {
+    (void)run_.observe(out.size() > before, steps_);
+    if (out.size() == before) return;
+    if (run_.run() < steps_) {
       out.resize(before);
       return;
     }
-    for (std::size_t i = before; i < out.size(); ++i) out[i].first_step = run_start_;
+    for (std::size_t i = before; i < out.size(); ++i) out[i].first_step = run_.start(o.now.step);
   }
   [[nodiscard]] std::string_view name() const { return inner_.name(); }
 
  private:
-  std::size_t steps_, run_ = 0;
-  std::int64_t run_start_ = -1;
+  std::size_t steps_;
+  onset run_;
   D inner_;
 };
 

@@ -2,9 +2,7 @@
 /// `finding`: what a detector reports — question, symptom, severity, when, where, the numbers.
 #pragma once
 
-#include "mldiag/evidence/recorder.hpp"
-#include "mldiag/evidence/snapshot.hpp"
-
+// Standard library only: the pattern tables, the protocol and the log readers include this.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -41,7 +39,7 @@ enum class severity : std::uint8_t { info = 0, warning = 1, critical = 2 };
 }
 
 /// A symptom with the evidence behind it. It carries no fix: fixes exist only in phase 4 of a
-/// diagnosis (issue 6).
+/// diagnosis.
 struct finding {
   mldiag::question question = mldiag::question::convergence;
   std::string symptom;  ///< e.g. "exploding gradients"
@@ -61,11 +59,5 @@ struct finding {
   [[nodiscard]] bool is_consequence() const noexcept { return consequence_of_step >= 0; }
 };
 
-/// What a detector sees at each step: the newest snapshot, the history and the names.
-struct observation {
-  const snapshot& now;
-  const history& past;
-  const name_table& names;
-};
 
 }  // namespace mldiag

@@ -399,7 +399,7 @@ class snapshot_merger {
     for (const auto& key : now_) {
       if (std::find(open_.begin(), open_.end(), key) != open_.end()) continue;  // reported at its onset
       const bool replica = key.find('/') != std::string::npos;
-      finding f = detectors::make_finding(question::convergence, replica ? "replicas out of sync" : "ranks disagree",
+      finding f = detectors::make_finding(question::convergence, replica ? symptoms::replicas_out_of_sync : symptoms::ranks_disagree,
                                           replica ? severity::critical : severity::warning, step, "distributed_merge",
                                           {{"ranks", static_cast<double>(mpi_->size())}});
       f.where.emplace_back(key, 1.0);

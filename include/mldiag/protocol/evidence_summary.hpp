@@ -3,8 +3,9 @@
 #pragma once
 
 #include "mldiag/detectors/finding.hpp"
-#include "mldiag/detectors/q1.hpp"
+#include "mldiag/detectors/convergence.hpp"
 #include "mldiag/evidence/recorder.hpp"
+#include "mldiag/evidence/substructure.hpp"
 #include "mldiag/signals/window.hpp"
 
 #include <algorithm>
@@ -123,19 +124,15 @@ struct localization {
   bool from_start = false;
   std::int64_t since_step = -1;
   bool consistent = false;
-  /// attention / ffn / embedding / moe_routing / norm / other, with how many locations.
+  /// attention / ffn / embedding / moe / norm / other, with how many locations.
   std::vector<std::pair<std::string, int>> substructures;
 };
 
-/// The substructure a tensor name belongs to, from common naming conventions.
+/// The substructure a tensor name belongs to, by the default `substructure_patterns` (the
+/// profiler's): "attention", "ffn", "embedding", "moe", "norm" or "other".
 [[nodiscard]] inline std::string_view substructure_of(std::string_view name) {
-  auto has = [&](std::string_view s) { return name.find(s) != std::string_view::npos; };
-  if (has("router") || has("gate.") || has("moe")) return "moe_routing";
-  if (has("attn") || has("attention") || has("q_proj") || has("k_proj") || has("v_proj") || has("o_proj")) return "attention";
-  if (has("embed") || has("wte") || has("wpe") || has("tok_")) return "embedding";
-  if (has("norm") || has("ln_") || has(".ln")) return "norm";
-  if (has("mlp") || has("ffn") || has("fc") || has("feed_forward") || has("up_proj") || has("down_proj")) return "ffn";
-  return "other";
+  static const substructure_patterns patterns;
+  return substructure_name(patterns.classify(name));
 }
 
 [[nodiscard]] inline localization localize(const evidence_summary& e) {

@@ -293,23 +293,72 @@ inline bool narrow_vector_groups(const typename F::element* x, std::size_t group
 }
 #endif
 
+// The bits of the median of x[0], x[n/2], x[n-1] when all three are finite, else of
+// x[first] (the first finite element).
+template <class F>
+std::uint32_t median_of_3_bits(const typename F::element* x, std::size_t n, std::size_t first) noexcept {
+  using storage = typename F::storage;
+  const std::uint32_t a = F::bits(x[first]);
+  if (first != 0 || n < 3) return a;
+  const std::uint32_t b = F::bits(x[n / 2]), c = F::bits(x[n - 1]);
+  if (!is_finite_bits<F>(static_cast<storage>(b & F::abs_mask)) ||
+      !is_finite_bits<F>(static_cast<storage>(c & F::abs_mask))) {
+    return a;
+  }
+  const float va = value_of<F>(a), vb = value_of<F>(b), vc = value_of<F>(c);
+  const float m = std::max(std::min(va, vb), std::min(std::max(va, vb), vc));
+  return m == va ? a : m == vb ? b : c;
+}
+
+// The sums of d = x - c and d^2 over the finite elements of a block again, around a better
+// shift `c` (a double: the block's mean from the first pass). The rare path of
+// block_stats_narrow (see needs_reshift): a block whose shift lies far from its mean.
+// `all_finite` blocks take the vector loop (the same operations as the first pass); the others
+// a scalar loop that skips non-finite elements.
+template <class F>
+void narrow_resum(const typename F::element* x, std::size_t n, float first, double c,
+                  bool all_finite, double& s, double& q) noexcept {
+  narrow_lanes l(first);
+  std::size_t i = 0;
+#ifdef MLDIAG_HOST_VECTORS
+  if (all_finite && narrow_vector_groups<F>(x, n / lanes, l, c)) i = n / lanes * lanes;
+#endif
+  for (std::size_t j = i % lanes; i < n; ++i, j = (j + 1) % lanes) {
+    const std::uint32_t u = F::bits(x[i]);
+    if (!is_finite_bits<F>(static_cast<typename F::storage>(u & F::abs_mask))) continue;
+    const double d = static_cast<double>(value_of<F>(u)) - c;
+    l.sum[j] += d;
+    l.sum_sq[j] += d * d;
+  }
+  s = 0.0;
+  q = 0.0;
+  for (std::size_t j = 0; j < lanes; ++j) {  // fixed order
+    s += l.sum[j];
+    q += l.sum_sq[j];
+  }
+}
+
 // One block (at most block_elems elements) of a format of 32 bits or fewer. The values are
-// exact in float, their differences from the shift exact in double, so sums in double keep
-// every bit that matters; squares of such values cannot overflow or underflow a double.
+// exact in float; their differences from the shift and the squares of those are formed in
+// double, where no square overflows or underflows (float's range squared fits a double's),
+// and the sums in double keep every bit that matters.
 template <class F>
 tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noexcept {
   using storage = typename F::storage;
   tensor_stats out;
   out.count = n;
-  // The shift is the first finite value: it keeps the one-pass variance free of cancellation
-  // and stands in for non-finite elements in the careful path (where it changes nothing).
+  // The shift is an element near the middle of the block's values: it keeps the one-pass
+  // variance free of cancellation and stands in for non-finite elements in the careful path
+  // (where it changes nothing). The median of the first, middle and last elements, so that
+  // one outlier in a fixed column (every 4096th element) is never the shift; the first
+  // finite value where one of the three is not finite. needs_reshift catches the rest.
   std::size_t first = 0;
   while (first < n && !is_finite_bits<F>(static_cast<storage>(F::bits(x[first]) & F::abs_mask))) ++first;
   if (first == n) {
     count_non_finite<F>(x, n, out);
     return out;
   }
-  const std::uint32_t shift_bits = F::bits(x[first]);
+  const std::uint32_t shift_bits = median_of_3_bits<F>(x, n, first);
   const float shift = value_of<F>(shift_bits);
   const double shift_d = shift;
 
@@ -333,7 +382,13 @@ tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noe
     q += l.sum_sq[j];
   }
   if (non_finite > 0) count_non_finite<F>(x, n, out);
-  finish_from_shifted_sums(out, lo, hi, shift_d, s, q, n - non_finite);
+  const std::uint64_t finite = n - non_finite;
+  double c = shift_d;
+  if (needs_reshift(s, q, static_cast<double>(finite))) {
+    c = shift_d + s / static_cast<double>(finite);
+    narrow_resum<F>(x, n, shift, c, non_finite == 0, s, q);
+  }
+  finish_from_shifted_sums(out, lo, hi, c, s, q, finite);
   return out;
 }
 
@@ -387,25 +442,47 @@ inline tensor_stats block_stats_f64(const double* x, std::size_t n) noexcept {
   out.scale_exp = scale_exponent(out.max_abs);
 
   const double scale = std::ldexp(1.0, -out.scale_exp);
-  const double shift = first_value * scale;
-  std::array<double, w> sum{}, sum_sq{};
-  auto moments = [&](std::size_t j, std::uint64_t u) {
-    const bool fin = is_finite_bits<F>(u & F::abs_mask);
-    const double d = fin ? std::bit_cast<double>(u) * scale - shift : 0.0;
-    sum[j] += d;
-    sum_sq[j] += d * d;
+  // Sums of d = x * 2^-e - shift and d^2 over the finite elements, in lane order.
+  auto shifted_sums = [&](double shift, double& s, double& q) {
+    std::array<double, w> sum{}, sum_sq{};
+    auto moments = [&](std::size_t j, std::uint64_t u) {
+      const bool fin = is_finite_bits<F>(u & F::abs_mask);
+      const double d = fin ? std::bit_cast<double>(u) * scale - shift : 0.0;
+      sum[j] += d;
+      sum_sq[j] += d * d;
+    };
+    std::size_t k = 0;
+    for (; k + w <= n; k += w) {
+      for (std::size_t j = 0; j < w; ++j) moments(j, F::bits(x[k + j]));
+    }
+    for (std::size_t j = 0; k < n; ++k, ++j) moments(j, F::bits(x[k]));
+    s = 0.0;
+    q = 0.0;
+    for (std::size_t j = 0; j < w; ++j) {
+      s += sum[j];
+      q += sum_sq[j];
+    }
   };
-  for (i = 0; i + w <= n; i += w) {
-    for (std::size_t j = 0; j < w; ++j) moments(j, F::bits(x[i + j]));
-  }
-  for (std::size_t j = 0; i < n; ++i, ++j) moments(j, F::bits(x[i]));
-  double s = 0.0, q = 0.0;
-  for (std::size_t j = 0; j < w; ++j) {
-    s += sum[j];
-    q += sum_sq[j];
-  }
   const double nf = static_cast<double>(n - non_finite);
-  out.mean_scaled = shift + s / nf;
+  // The shift: the median of the first, middle and last elements where all three are finite
+  // (as in block_stats_narrow), else the first finite one.
+  double pivot = first_value;
+  if (first == 0 && n >= 3 && is_finite_bits<F>(F::bits(x[n / 2]) & F::abs_mask) &&
+      is_finite_bits<F>(F::bits(x[n - 1]) & F::abs_mask)) {
+    const double a = x[0], b = x[n / 2], c = x[n - 1];
+    pivot = std::max(std::min(a, b), std::min(std::max(a, b), c));
+  }
+  double shift = pivot * scale, s = 0.0, q = 0.0;
+  shifted_sums(shift, s, q);
+  if (needs_reshift(s, q, nf)) {  // the shift lies far from the mean: again around the mean
+    shift += s / nf;
+    shifted_sums(shift, s, q);
+  }
+  // The mean as a pair (see tensor_stats): shift + s/n keeps every digit of s/n.
+  double mean_hi = 0.0, mean_lo = 0.0;
+  two_sum(shift, s / nf, mean_hi, mean_lo);
+  out.mean_scaled = mean_hi;
+  out.mean_lo = static_cast<float>(mean_lo);
   out.m2_scaled = std::max(0.0, q - s * (s / nf));
   return out;
 }

@@ -190,9 +190,13 @@ template <class F>
 __device__ bool fast_chunk(const void* x, std::uint64_t n, block_shared& sh, tensor_stats& out) {
   using storage = typename F::storage;
   constexpr int per_word = 16 / sizeof(storage);
-  const std::uint32_t shift_bits = load_bits<F>(x, 0);
-  if (!finite_bits<F>(shift_bits & F::abs_mask)) return false;  // uniform across the block
-  const float shift = widen<F>(shift_bits);
+  // The shift is the median of the first, middle and last elements, so that one outlier in
+  // one of those places does not become the shift (the host engine does the same per block).
+  const std::uint32_t b0 = load_bits<F>(x, 0), b1 = load_bits<F>(x, n / 2), b2 = load_bits<F>(x, n - 1);
+  if (!finite_bits<F>(b0 & F::abs_mask) || !finite_bits<F>(b1 & F::abs_mask) || !finite_bits<F>(b2 & F::abs_mask))
+    return false;  // uniform across the block: the careful path takes the chunk
+  const float v0 = widen<F>(b0), v1 = widen<F>(b1), v2 = widen<F>(b2);
+  const float shift = fmaxf(fminf(v0, v1), fminf(fmaxf(v0, v1), v2));
   const double shift_d = shift;
   thread_acc t;
   t.lo = t.hi = shift;
@@ -311,6 +315,7 @@ __device__ inline tensor_stats f64_chunk(const double* x, std::uint64_t n, block
     out.scale_exp = mldiag::detail::scale_exponent(out.max_abs);
     // scaled.* are relative to 2^(scale_exp(scaled max_abs)); bring them to out.scale_exp.
     out.mean_scaled = ldexp(scaled.mean_scaled, scaled.scale_exp);
+    out.mean_lo = static_cast<float>(ldexp(static_cast<double>(scaled.mean_lo), scaled.scale_exp));
     out.m2_scaled = ldexp(scaled.m2_scaled, 2 * scaled.scale_exp);
   }
   return out;

@@ -77,11 +77,14 @@ template <bool Logits>
 __device__ inline row_entropy finish_row(const row_part& p, std::uint64_t row_len) {
   if constexpr (Logits) {
     if (p.invalid || p.lse.support == 0) return {0.0, 0};
-    return {p.lse.entropy(), p.lse.support};
+    const double h = p.lse.entropy();
+    if (isnan(h)) return {0.0, 0};  // not a number: the row is invalid, never a valid 0
+    return {h, p.lse.support};
   } else {
     if (p.invalid || p.s == 0.0) return {0.0, 0};
     const double h = log(p.s) - p.t / p.s;
-    return {h > 0.0 ? h : 0.0, row_len};
+    if (isnan(h)) return {0.0, 0};  // invalid, as on the host
+    return {h > 0.0 ? h : 0.0, row_len};  // a rounding below 0 is 0
   }
 }
 

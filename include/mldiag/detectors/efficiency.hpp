@@ -32,22 +32,31 @@ class input_starvation {
     double max_share = 0.3;
     std::size_t sustain = 5;
     std::size_t window = 20;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_share", &config::max_share},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"window", &config::window}};
+    }
   };
   input_starvation() : input_starvation(config{}) {}
   explicit input_starvation(config c) : c_(c), shares_(c.window == 0 ? 1 : c.window) {}
-  [[nodiscard]] std::string_view name() const { return "input_starvation"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"input_starvation", question::efficiency, {symptoms::input_starvation}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.timings;
     if (std::isnan(t.data_wait) || !(t.total > 0.0)) return;
     const double share = t.data_wait / t.total;
     shares_.push(share);
     // The typical step of the window, not a run of unlucky ones: another process that loads
-    // the machine for a few steps stretches the loader's wait with it (issue 15: the LibTorch
+    // the machine for a few steps stretches the loader's wait with it (the LibTorch
     // MNIST example, healthy, warned while a compile ran beside it).
     const double typical = shares_.full() ? shares_.median() : 0.0;
     run_ = typical > c_.max_share ? run_ + 1 : 0;
     if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::efficiency, "input starvation", severity::warning, o.now.step, name(),
+      finding f = make_finding(question::efficiency, symptoms::input_starvation, severity::warning, o.now.step, name(),
                                {{"data_wait_share", share}, {"median_share_in_window", typical}, {"data_wait_s", t.data_wait},
                                 {"step_s", t.total}, {"max_share", c_.max_share}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain + c_.window / 2) + 1;
@@ -74,10 +83,19 @@ class layer_dominates {
     double max_share = 0.5;
     double min_ratio = 4.0;
     std::size_t sustain = 5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_share", &config::max_share},
+          field<config>{"min_ratio", &config::min_ratio},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   layer_dominates() : layer_dominates(config{}) {}
   explicit layer_dominates(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "layer_dominates"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"layer_dominates", question::efficiency, {symptoms::layer_dominates}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& lt = o.now.layer_times;
     if (lt.size() < 3) {
@@ -99,7 +117,7 @@ class layer_dominates {
     run_ = dominating && (run_ == 0 || lt[top].id == run_id_) ? run_ + 1 : (dominating ? 1 : 0);
     run_id_ = lt[top].id;
     if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::efficiency, "one layer dominates step time", severity::warning, o.now.step,
+      finding f = make_finding(question::efficiency, symptoms::layer_dominates, severity::warning, o.now.step,
                                name(), {{"share_of_layer_time", share}, {"ratio_to_median_layer", ratio},
                                         {"layer_s", lt[top].seconds}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
@@ -127,27 +145,8 @@ class layer_dominates {
 
 namespace detail {
 
-// Counts consecutive observations of the same state (0 = nothing to report): the shared
-// warm-up/sustain logic of the Q3 detectors. `observe(state)` returns true on the step a run of
-// one non-zero state reaches `sustain` (an onset), then not again until the state changes.
-class onset {
- public:
-  bool observe(int state, std::size_t sustain) noexcept {
-    run_ = state != 0 && state == state_ ? run_ + 1 : (state != 0 ? 1 : 0);
-    state_ = state;
-    const bool held = run_ >= sustain;
-    const bool rise = held && !reported_;
-    reported_ = held;
-    return rise;
-  }
-  void reset() noexcept { run_ = 0, state_ = 0, reported_ = false; }
-  [[nodiscard]] std::size_t run() const noexcept { return run_; }
-
- private:
-  std::size_t run_ = 0;
-  int state_ = 0;
-  bool reported_ = false;
-};
+// The Q3 detectors' warm-up/sustain logic is the shared onset primitive (detector.hpp).
+using onset = detectors::onset;
 
 [[nodiscard]] inline std::int64_t run_start(std::int64_t step, std::size_t run) noexcept {
   return step - static_cast<std::int64_t>(run) + 1;
@@ -178,10 +177,20 @@ class low_mfu {
     double moderate = 0.4;  // 20-40%: memory-bound or poor overlap; above: the hardware is busy
     std::size_t warmup = 20;
     std::size_t sustain = 10;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"low", &config::low},
+          field<config>{"moderate", &config::moderate},
+          field<config>{"warmup", &config::warmup},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   low_mfu() : low_mfu(config{}) {}
   explicit low_mfu(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "low_mfu"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"low_mfu", question::efficiency, {symptoms::low_mfu}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& e = o.now.efficiency;
     const bool from_mfu = !std::isnan(e.mfu);
@@ -192,7 +201,7 @@ class low_mfu {
     }
     const int band = v < c_.low ? 1 : (v < c_.moderate ? 2 : 0);
     if (!onset_.observe(band, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "low MFU", band == 1 ? severity::warning : severity::info, o.now.step,
+    finding f = make_finding(question::efficiency, symptoms::low_mfu, band == 1 ? severity::warning : severity::info, o.now.step,
                              name(), {{from_mfu ? "mfu" : "tensor_core_activity", v},
                                       {"band_low", band == 1 ? 0.0 : c_.low},
                                       {"band_high", band == 1 ? c_.low : c_.moderate}});
@@ -225,10 +234,20 @@ class throughput_below_target {
     double busy_mfu = 0.4;      // low_mfu's upper band edge
     std::size_t warmup = 20;
     std::size_t sustain = 10;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_fraction", &config::min_fraction},
+          field<config>{"busy_mfu", &config::busy_mfu},
+          field<config>{"warmup", &config::warmup},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   throughput_below_target() : throughput_below_target(config{}) {}
   explicit throughput_below_target(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "throughput_below_target"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"throughput_below_target", question::efficiency, {symptoms::throughput_below_target}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& e = o.now.efficiency;
     if (std::isnan(e.throughput) || !(e.throughput_target > 0.0) || seen_++ < c_.warmup) {
@@ -238,7 +257,7 @@ class throughput_below_target {
     const double ratio = e.throughput / e.throughput_target;
     const bool slow = ratio < c_.min_fraction && !(e.mfu < c_.busy_mfu);
     if (!onset_.observe(slow ? 1 : 0, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "throughput below target", severity::info, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::throughput_below_target, severity::info, o.now.step, name(),
                              {{"throughput_fraction", ratio}, {"throughput", e.throughput}, {"target", e.throughput_target}});
     if (!std::isnan(e.mfu)) f.evidence.emplace_back("mfu", e.mfu);
     f.first_step = detail::run_start(o.now.step, onset_.run());
@@ -277,10 +296,21 @@ class communication_overhead {
     double min_share = 0.1;  // a slow link matters only where the step waits for it
     std::size_t warmup = 10;
     std::size_t sustain = 10;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_share", &config::max_share},
+          field<config>{"min_bandwidth_fraction", &config::min_bandwidth_fraction},
+          field<config>{"min_share", &config::min_share},
+          field<config>{"warmup", &config::warmup},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   communication_overhead() : communication_overhead(config{}) {}
   explicit communication_overhead(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "communication_overhead"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"communication_overhead", question::efficiency, {symptoms::communication_overhead}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.timings;
     const auto& e = o.now.efficiency;
@@ -294,7 +324,7 @@ class communication_overhead {
     const double fraction = e.link_bandwidth > 0.0 ? bandwidth / e.link_bandwidth : std::numeric_limits<double>::quiet_NaN();
     const bool overhead = share > c_.max_share || (fraction < c_.min_bandwidth_fraction && share >= c_.min_share);
     if (!onset_.observe(overhead ? 1 : 0, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "communication overhead", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::communication_overhead, severity::warning, o.now.step, name(),
                              {{"communication_share", share}, {"communication_s", t.communication}, {"step_s", t.total},
                               {"max_share", c_.max_share}});
     if (!std::isnan(bandwidth)) f.evidence.emplace_back("achieved_bandwidth", bandwidth);
@@ -329,10 +359,18 @@ class memory_pressure {
     // (cudaFree synchronizes the device).
     double max_fill = 0.95;
     std::size_t sustain = 5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_fill", &config::max_fill},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   memory_pressure() : memory_pressure(config{}) {}
   explicit memory_pressure(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "memory_pressure"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"memory_pressure", question::efficiency, {symptoms::memory_pressure}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;
     const double fill = m.fill();
@@ -341,7 +379,7 @@ class memory_pressure {
       return;
     }
     if (!onset_.observe(fill > c_.max_fill ? 1 : 0, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "memory pressure", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::memory_pressure, severity::warning, o.now.step, name(),
                              {{"fill", fill}, {"capacity", m.capacity}, {"max_fill", c_.max_fill}});
     for (const auto& [key, v] : {std::pair{"allocated", m.allocated}, std::pair{"reserved", m.reserved}, std::pair{"used", m.used}})
       if (!std::isnan(v)) f.evidence.emplace_back(key, v);
@@ -378,10 +416,20 @@ class memory_fragmentation {
     // The largest block a tenth of the cached free memory: the free memory is in splinters.
     double min_block_fraction = 0.1;
     std::size_t sustain = 5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_fragmentation", &config::max_fragmentation},
+          field<config>{"near_capacity", &config::near_capacity},
+          field<config>{"min_block_fraction", &config::min_block_fraction},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   memory_fragmentation() : memory_fragmentation(config{}) {}
   explicit memory_fragmentation(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "memory_fragmentation"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"memory_fragmentation", question::efficiency, {symptoms::memory_fragmentation}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;
     const double fill = m.fill();
@@ -395,7 +443,7 @@ class memory_fragmentation {
                                                                   : std::numeric_limits<double>::quiet_NaN();
     const bool fragmented = fill > c_.near_capacity && (frag > c_.max_fragmentation || block_fraction < c_.min_block_fraction);
     if (!onset_.observe(fragmented ? 1 : 0, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "memory fragmentation", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::memory_fragmentation, severity::warning, o.now.step, name(),
                              {{"fragmentation", frag}, {"fill", fill}, {"cached_free", cached_free},
                               {"max_fragmentation", c_.max_fragmentation}});
     if (!std::isnan(block_fraction)) {
@@ -436,6 +484,16 @@ class memory_growth {
     double min_growth_fraction = 0.02;
     double min_growth_bytes = 1024.0 * 1024.0;
     std::size_t warmup = 20;  // allocators and optimizers allocate their state in the first steps
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"segments", &config::segments},
+          field<config>{"min_rising", &config::min_rising},
+          field<config>{"min_growth_fraction", &config::min_growth_fraction},
+          field<config>{"min_growth_bytes", &config::min_growth_bytes},
+          field<config>{"warmup", &config::warmup}};
+    }
   };
   memory_growth() : memory_growth(config{}) {}
   explicit memory_growth(config c) : c_(c), values_(c.window), segment_(c.window), medians_(c.segments) {
@@ -445,7 +503,9 @@ class memory_growth {
                   "; need segments >= 2, window >= 2 x segments and min_rising < segments");
     }
   }
-  [[nodiscard]] std::string_view name() const { return "memory_growth"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"memory_growth", question::efficiency, {symptoms::memory_growth}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;
     const int source = !std::isnan(m.allocated) ? 1 : !std::isnan(m.reserved) ? 2 : !std::isnan(m.host_rss) ? 3 : 0;
@@ -476,7 +536,7 @@ class memory_growth {
     fired_ = leaking;
     if (!rise) return;
     const double rate = growth / static_cast<double>((c_.segments - 1) * len);
-    finding f = make_finding(question::efficiency, "memory growth", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::memory_growth, severity::warning, o.now.step, name(),
                              {{"bytes_per_step", rate}, {"growth_over_window", growth}, {"start_bytes", medians_.front()},
                               {"end_bytes", medians_.back()}, {"rising_segments", static_cast<double>(rising)}});
     f.first_step = o.now.step - static_cast<std::int64_t>(c_.window) + 1;
@@ -522,10 +582,21 @@ class step_time_outliers {
     double mads = 6.0;
     double min_ratio = 1.5;
     std::size_t min_outliers = 3;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_history", &config::min_history},
+          field<config>{"mads", &config::mads},
+          field<config>{"min_ratio", &config::min_ratio},
+          field<config>{"min_outliers", &config::min_outliers}};
+    }
   };
   step_time_outliers() : step_time_outliers(config{}) {}
   explicit step_time_outliers(config c) : c_(c), times_(c.window), flags_(c.window) {}
-  [[nodiscard]] std::string_view name() const { return "step_time_outliers"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"step_time_outliers", question::efficiency, {symptoms::step_time_outliers}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const double t = o.now.timings.total;
     if (!(t > 0.0) || !std::isfinite(t)) return;
@@ -549,7 +620,7 @@ class step_time_outliers {
     const bool rise = intermittent && !fired_;
     fired_ = intermittent;
     if (!rise) return;
-    finding f = make_finding(question::efficiency, "step-time outliers", severity::info, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::step_time_outliers, severity::info, o.now.step, name(),
                              {{"outliers_in_window", static_cast<double>(count)}, {"worst_ratio_to_median", worst},
                               {"step_s", t}, {"median_s", median}, {"mad_s", mad}});
     f.first_step = o.now.step - static_cast<std::int64_t>(flags_.size() - 1 - first);
@@ -578,10 +649,18 @@ class straggler {
     // rank 15% slower costs every other rank 15% at each synchronizing collective.
     double min_ratio = 1.15;
     std::size_t sustain = 20;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_ratio", &config::min_ratio},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   straggler() : straggler(config{}) {}
   explicit straggler(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "straggler"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"straggler", question::efficiency, {symptoms::straggler}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.rank_step_times;
     if (t.size() < 2) {
@@ -596,7 +675,7 @@ class straggler {
     const double ratio = median > 0.0 ? t[slowest] / median : 0.0;
     // The state is the rank (+1): a different rank being slowest restarts the run.
     if (!onset_.observe(ratio > c_.min_ratio ? static_cast<int>(slowest) + 1 : 0, c_.sustain)) return;
-    finding f = make_finding(question::efficiency, "straggler", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::efficiency, symptoms::straggler, severity::warning, o.now.step, name(),
                              {{"ratio_to_median_rank", ratio}, {"rank", static_cast<double>(slowest)},
                               {"rank_s", t[slowest]}, {"median_rank_s", median}, {"ranks", static_cast<double>(t.size())}});
     f.first_step = detail::run_start(o.now.step, onset_.run());

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Q2 detectors: early anomaly signals. docs/detectors.md gives each one's defaults and sources.
+/// Early-anomaly detectors (Q2): loss spikes, attention and router entropy, residual writes, embedding growth, drift from init.
 #pragma once
 
 #include "mldiag/core/error.hpp"
@@ -36,7 +36,7 @@ namespace mldiag::detectors {
 /// at once: evidence that needs no second look, which a short log may end on. (1 nat, not
 /// `min_rise`: a batch of 8 with one confidently wrong row on a nearly separable table goes
 /// 0.006 -> 0.6 and back on the next step, 10-100x, while LLM spikes rise by 1.6 nats and more;
-/// issue 15's small tables, 4 healthy runs.) Intermittent or consistent, as the method's
+/// the zoo's small tables, 4 healthy runs.) Intermittent or consistent, as the method's
 /// phase 2 asks: once a run of outliers has recovered before it was reported (an excursion)
 /// within the last `window` observations, the loss is one whose batches stray, and a spike must
 /// hold for `noisy_sustain` (5) observations, not `sustain`: two hard batches in a row are then
@@ -56,13 +56,29 @@ class loss_spike {
     double immediate_factor = 10.0;
     double immediate_min_rise = 1.0;  // absolute (nats), for the one-observation verdict
     std::size_t noisy_sustain = 5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"factor", &config::factor},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"window", &config::window},
+          field<config>{"min_history", &config::min_history},
+          field<config>{"critical_factor", &config::critical_factor},
+          field<config>{"min_rise", &config::min_rise},
+          field<config>{"min_mads", &config::min_mads},
+          field<config>{"immediate_factor", &config::immediate_factor},
+          field<config>{"immediate_min_rise", &config::immediate_min_rise},
+          field<config>{"noisy_sustain", &config::noisy_sustain}};
+    }
   };
   loss_spike() : loss_spike(config{}) {}
   explicit loss_spike(config c) : c_(c), baseline_(c.window) {
     if (c.factor <= 1.0 || c.sustain == 0) throw error("loss_spike: need factor > 1 and sustain >= 1");
   }
   static loss_spike method_rule() { return loss_spike(config{10.0, 1, 50, 2, 10.0, 0.0, 0.0, 10.0, 0.0, 1}); }
-  [[nodiscard]] std::string_view name() const { return "loss_spike"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"loss_spike", question::early_anomaly, {symptoms::loss_spike}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (!s.has_loss || !std::isfinite(s.loss)) return;
@@ -89,7 +105,7 @@ class loss_spike {
     reported_ = true;
     finding f;
     f.question = question::early_anomaly;
-    f.symptom = "loss spike";
+    f.symptom = symptoms::loss_spike;
     f.severity = peak_ >= c_.critical_factor || immediate ? severity::critical : severity::warning;
     f.first_step = run_start_;
     f.last_step = s.step;
@@ -117,16 +133,23 @@ class attention_collapse {
  public:
   struct config {
     double min_normalized_entropy = 0.1;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_normalized_entropy", &config::min_normalized_entropy}};
+    }
   };
   attention_collapse() : attention_collapse(config{}) {}
   explicit attention_collapse(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "attention_collapse"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"attention_collapse", question::early_anomaly, {symptoms::attention_entropy_collapse}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double lowest = 1.0;
     for (const auto& a : o.now.attention)
       if (a.stats.rows > 0) lowest = a.stats.normalized_mean() < lowest ? a.stats.normalized_mean() : lowest;
     if (!fired_.rise(lowest < c_.min_normalized_entropy)) return;
-    finding f = make_finding(question::early_anomaly, "attention entropy collapse", severity::warning, o.now.step,
+    finding f = make_finding(question::early_anomaly, symptoms::attention_entropy_collapse, severity::warning, o.now.step,
                              name(), {{"lowest_normalized_entropy", lowest}, {"threshold", c_.min_normalized_entropy}});
     for (const auto& a : o.now.attention)
       if (a.stats.rows > 0 && a.stats.normalized_mean() < c_.min_normalized_entropy)
@@ -147,7 +170,7 @@ class attention_collapse {
 ///   threshold) for `sustain` (10) steps: a warning;
 /// - **dead experts** (zero load) for `dead_sustain` (50) steps: a warning. Not 10: the zoo's
 ///   healthy MoEs had one or two experts empty for tens of steps after the warm-up and
-///   revived them (issue 15: 4 of 50 held-out runs warned at entropy 0.68-0.79); an expert
+///   revived them (4 of 50 held-out zoo runs warned at entropy 0.68-0.79); an expert
 ///   empty for as long as the warm-up lasted is not coming back on its own;
 /// - a busiest expert above `max_over_mean` (2.0: tokens beyond a capacity factor of 2 are
 ///   dropped in Switch-style routing) for `sustain` steps: info, since the monitor is not told
@@ -168,10 +191,22 @@ class expert_imbalance {
     double min_load_per_expert = 16.0;
     std::size_t warmup = 50;
     std::size_t dead_sustain = 50;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_normalized_entropy", &config::min_normalized_entropy},
+          field<config>{"max_over_mean", &config::max_over_mean},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"min_load_per_expert", &config::min_load_per_expert},
+          field<config>{"warmup", &config::warmup},
+          field<config>{"dead_sustain", &config::dead_sustain}};
+    }
   };
   expert_imbalance() : expert_imbalance(config{}) {}
   explicit expert_imbalance(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "expert_imbalance"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"expert_imbalance", question::early_anomaly, {symptoms::expert_load_imbalance}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.routers.empty() && seen_ < c_.warmup) {
       ++seen_;
@@ -198,7 +233,7 @@ class expert_imbalance {
     if (!new_warning && !new_note) return;
     const router_evidence* worst = warn_collapse ? collapsed : warn_dead ? dead : busy;
     const std::size_t held = warn_collapse ? collapsed_run_ : warn_dead ? dead_run_ : busy_run_;
-    finding f = make_finding(question::early_anomaly, "expert load imbalance", new_warning ? severity::warning : severity::info,
+    finding f = make_finding(question::early_anomaly, symptoms::expert_load_imbalance, new_warning ? severity::warning : severity::info,
                              o.now.step, name(),
                              {{"normalized_entropy", worst->normalized_entropy},
                               {"dead_experts", static_cast<double>(worst->dead)},
@@ -236,10 +271,19 @@ class residual_write_ratio {
     double max_ratio = 2.0;
     std::size_t sustain = 5;
     std::size_t skip_first = 1;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_ratio", &config::max_ratio},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"skip_first", &config::skip_first}};
+    }
   };
   residual_write_ratio() : residual_write_ratio(config{}) {}
   explicit residual_write_ratio(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "residual_write_ratio"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"residual_write_ratio", question::early_anomaly, {symptoms::residual_write_ratio_too_large}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (inputs_.size() < o.names.size()) inputs_.resize(o.names.size());  // new names only
     for (const auto& in : o.now.residual_inputs) inputs_[in.id] = in.stats.l2_norm();
@@ -255,9 +299,8 @@ class residual_write_ratio {
         worst_id = b.id;
       }
     }
-    run_ = worst > c_.max_ratio ? run_ + 1 : 0;
-    if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::early_anomaly, "residual write ratio too large", severity::warning, o.now.step,
+    if (fired_.observe(worst > c_.max_ratio, c_.sustain)) {
+      finding f = make_finding(question::early_anomaly, symptoms::residual_write_ratio_too_large, severity::warning, o.now.step,
                                name(), {{"write_ratio", worst}, {"max_ratio", c_.max_ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back(std::string(o.names[worst_id]), worst);
@@ -268,7 +311,6 @@ class residual_write_ratio {
  private:
   config c_;
   std::vector<double> inputs_;
-  std::size_t run_ = 0;
   edge fired_;
 };
 
@@ -282,10 +324,19 @@ class embedding_growth {
     std::size_t window = 200;
     double min_growth = 0.5;
     double min_t = 5.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_growth", &config::min_growth},
+          field<config>{"min_t", &config::min_t}};
+    }
   };
   embedding_growth() : embedding_growth(config{}) {}
   explicit embedding_growth(config c) : c_(std::move(c)) {}
-  [[nodiscard]] std::string_view name() const { return "embedding_growth"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     for (const auto& p : o.now.parameters) {
       if (o.names[p.id].find(c_.tag) == std::string_view::npos) continue;
@@ -296,7 +347,7 @@ class embedding_growth {
       const auto t = signals::slope(it->norms);
       const double growth = it->norms.back() / it->norms[0] - 1.0;
       if (it->fired.rise(t.t_stat > c_.min_t && growth > c_.min_growth)) {
-        finding f = make_finding(question::early_anomaly, "embedding norm growing", severity::warning, o.now.step,
+        finding f = make_finding(question::early_anomaly, symptoms::embedding_norm_growing, severity::warning, o.now.step,
                                  name(), {{"growth_over_window", growth}, {"trend_t_stat", t.t_stat}, {"norm", it->norms.back()}});
         f.where.emplace_back("param/" + std::string(o.names[p.id]), growth);
         out.push_back(std::move(f));
@@ -322,15 +373,22 @@ class parameter_drift {
  public:
   struct config {
     double max_relative_drift = 1.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_relative_drift", &config::max_relative_drift}};
+    }
   };
   parameter_drift() : parameter_drift(config{}) {}
   explicit parameter_drift(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "parameter_drift"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (fired_.size() < o.names.size()) fired_.resize(o.names.size());  // new names only
     for (const auto& [id, drift] : o.now.drift) {
       if (fired_[id].rise(drift > c_.max_relative_drift)) {
-        finding f = make_finding(question::early_anomaly, "parameter drift from initialization", severity::warning,
+        finding f = make_finding(question::early_anomaly, symptoms::parameter_drift, severity::warning,
                                  o.now.step, name(), {{"relative_drift", drift}, {"threshold", c_.max_relative_drift}});
         f.where.emplace_back("param/" + std::string(o.names[id]), drift);
         out.push_back(std::move(f));

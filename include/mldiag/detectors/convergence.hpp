@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Q1 detectors: why isn't it converging. docs/detectors.md gives each one's defaults and sources.
+/// Convergence detectors (Q1): the loss, the gradients, activations and updates, and the setup (learning rate, first loss, inputs).
 #pragma once
 
 #include "mldiag/core/error.hpp"
@@ -36,10 +36,17 @@ class non_finite {
  public:
   struct config {
     std::size_t sustain = 3;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   non_finite() : non_finite(config{}) {}
   explicit non_finite(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "non_finite"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"non_finite", question::convergence, {symptoms::non_finite_loss, symptoms::non_finite_tensors, symptoms::skipped_step_overflow, symptoms::non_finite_grad_norm}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     const bool bad_loss = s.has_loss && !std::isfinite(s.loss);
@@ -62,13 +69,13 @@ class non_finite {
     f.severity = severity::critical;
     f.first_step = f.last_step = s.step;
     f.detector = std::string(name());
-    if (bad_loss) f.symptom = "non-finite loss";
-    else if (tensors > 0) f.symptom = "non-finite values in tensors";
+    if (bad_loss) f.symptom = symptoms::non_finite_loss;
+    else if (tensors > 0) f.symptom = symptoms::non_finite_tensors;
     else if (scale_lowered) {
-      f.symptom = "skipped step: gradient overflow under loss scaling";
+      f.symptom = symptoms::skipped_step_overflow;
       f.severity = severity::info;
     } else {
-      f.symptom = "non-finite gradient norm";
+      f.symptom = symptoms::non_finite_grad_norm;
       f.severity = norm_run_ >= c_.sustain ? severity::critical : severity::warning;
     }
     double rule = 0.0;  // the rule of the first place listed: the origin
@@ -110,7 +117,7 @@ class non_finite {
 ///   falling by `rebase_improvement` (10%). If the loss does fall that much meanwhile, the jump
 ///   was a new regime: info, and the baseline restarts from the recent norms. Until one of these
 ///   decides, the jump is info, once. Findings of one jump carry its first step. Two
-///   corroborations keep one hard batch from counting (issue 15, the zoo's small tables and a
+///   corroborations keep one hard batch from counting (the zoo's small tables and a
 ///   LeNet at the edge of stability): the jump must leave the baseline's own step-to-step
 ///   jitter, log10(ratio) at least `min_jitter_z` (5) times the robust spread (MAD) of the
 ///   baseline's consecutive log10 differences over sqrt 2 — a smooth growth has a tiny jitter,
@@ -146,6 +153,23 @@ class exploding_gradients {
     std::size_t growth_sustain = 5;
     double decisive_factor = 1.5;
     double decisive_rise = 0.25;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_history", &config::min_history},
+          field<config>{"warn_ratio", &config::warn_ratio},
+          field<config>{"critical_ratio", &config::critical_ratio},
+          field<config>{"loss_rise", &config::loss_rise},
+          field<config>{"rebase_improvement", &config::rebase_improvement},
+          field<config>{"growth_window", &config::growth_window},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"min_jitter_z", &config::min_jitter_z},
+          field<config>{"loss_up_steps", &config::loss_up_steps},
+          field<config>{"growth_sustain", &config::growth_sustain},
+          field<config>{"decisive_factor", &config::decisive_factor},
+          field<config>{"decisive_rise", &config::decisive_rise}};
+    }
   };
   exploding_gradients() : exploding_gradients(config{}) {}
   explicit exploding_gradients(config c)
@@ -155,7 +179,9 @@ class exploding_gradients {
       throw error("exploding_gradients: need 1 < warn_ratio <= critical_ratio");
     }
   }
-  [[nodiscard]] std::string_view name() const { return "exploding_gradients"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::exploding_gradients}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     const bool loss_bad = s.has_loss && !std::isfinite(s.loss);
@@ -214,7 +240,7 @@ class exploding_gradients {
       if (fell) {  // a new regime: the baseline restarts from it
         finding f = make(o, severity::info, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
                                              {"loss_at_jump", jump_loss_}, {"loss_now", loss_now}});
-        f.symptom = "gradient norm grew while the loss fell";
+        f.symptom = symptoms::grad_norm_grew_loss_fell;
         f.first_step = jump_start_;
         out.push_back(std::move(f));
         baseline_.clear();
@@ -223,7 +249,7 @@ class exploding_gradients {
         jump_start_ = -1;
       } else if (jump_steps_ == 1) {
         finding f = make(o, severity::info, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio}});
-        f.symptom = "gradient norm jumped; the loss has not answered yet";
+        f.symptom = symptoms::grad_norm_jumped_unanswered;
         out.push_back(std::move(f));
       }
     } else {
@@ -250,8 +276,7 @@ class exploding_gradients {
     if (!recent_.full() || !(anchor_ > 0.0)) return;
     const double g = recent_.median() / anchor_;
     const bool grown = g >= c_.warn_ratio && loss_now >= (1.0 - c_.rebase_improvement) * anchor_loss_;
-    growth_run_ = grown ? growth_run_ + 1 : 0;
-    if (growth_.rise(grown && growth_run_ >= std::max<std::size_t>(c_.growth_sustain, 1))) {
+    if (growth_.observe(grown, std::max<std::size_t>(c_.growth_sustain, 1))) {
       finding f = make(o, g >= c_.critical_ratio ? severity::critical : severity::warning,
                        {{"recent_median_norm", recent_.median()}, {"anchor_median_norm", anchor_}, {"growth", g},
                         {"anchor_step", static_cast<double>(anchor_step_)}, {"recent_loss", loss_now},
@@ -262,7 +287,7 @@ class exploding_gradients {
   }
 
   finding make(const observation& o, severity level, std::vector<std::pair<std::string, double>> evidence) const {
-    finding f = make_finding(question::convergence, "exploding gradients", level, o.now.step, name(), std::move(evidence));
+    finding f = make_finding(question::convergence, symptoms::exploding_gradients, level, o.now.step, name(), std::move(evidence));
     for (const auto& g : o.now.gradients) f.where.emplace_back("grad/" + std::string(o.names[g.id]), g.stats.l2_norm());
     std::sort(f.where.begin(), f.where.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     if (f.where.size() > 5) f.where.resize(5);
@@ -273,7 +298,7 @@ class exploding_gradients {
   signals::window baseline_, jitter_, recent_, losses_, recent_losses_;
   double anchor_ = 0.0, anchor_loss_ = std::numeric_limits<double>::quiet_NaN();
   std::int64_t anchor_step_ = -1, jump_start_ = -1;
-  std::size_t jump_steps_ = 0, loss_up_run_ = 0, growth_run_ = 0;
+  std::size_t jump_steps_ = 0, loss_up_run_ = 0;
   double jump_loss_ = std::numeric_limits<double>::quiet_NaN();
   bool seen_loss_ = false;
   edge growth_;
@@ -307,6 +332,15 @@ class persistent_gradients {
     double min_increment_cosine = 0.0;
     std::size_t sustain = 30;
     double min_loss_rises = 0.1;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_cosine", &config::min_cosine},
+          field<config>{"min_increment_cosine", &config::min_increment_cosine},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"min_loss_rises", &config::min_loss_rises}};
+    }
   };
   persistent_gradients() : persistent_gradients(config{}) {}
   explicit persistent_gradients(config c)
@@ -317,7 +351,9 @@ class persistent_gradients {
       throw error("persistent_gradients: min_increment_cosine must lie in [-1, 1)");
     }
   }
-  [[nodiscard]] std::string_view name() const { return "persistent_gradients"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"persistent_gradients", question::convergence, {symptoms::gradients_persist, symptoms::gradients_nearly_identical}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (s.has_loss && std::isfinite(s.loss)) {
@@ -335,32 +371,28 @@ class persistent_gradients {
     const bool high = cosines_.full() && cosines_.median() >= c_.min_cosine &&
                       (!increments_known || increments_.median() >= c_.min_increment_cosine);
     if (!high) {
-      run_ = 0;
-      fired_.rise(false);
+      fired_.reset();
       return;
     }
-    if (run_++ == 0) start_ = s.step;
-    if (!fired_.rise(run_ >= c_.sustain)) return;
+    if (!fired_.observe(true, c_.sustain)) return;
     const double rise_fraction = rises_.empty() ? std::numeric_limits<double>::quiet_NaN() : rises_.mean();
     const bool warn = increments_known && rises_.full() && rise_fraction >= c_.min_loss_rises;
     finding f = make_finding(question::convergence,
-                             warn ? "gradients persist across steps"
-                                  : "gradients nearly identical step to step (full-batch training?)",
+                             warn ? symptoms::gradients_persist
+                                  : symptoms::gradients_nearly_identical,
                              warn ? severity::warning : severity::info, s.step, name(),
                              {{"median_cosine", cosines_.median()},
                               {"median_increment_cosine",
                                increments_known ? increments_.median() : std::numeric_limits<double>::quiet_NaN()},
-                              {"steps", static_cast<double>(run_ + c_.window - 1)},
+                              {"steps", static_cast<double>(fired_.run() + c_.window - 1)},
                               {"loss_rise_fraction", rise_fraction}});
-    f.first_step = start_ - static_cast<std::int64_t>(c_.window) + 1;
+    f.first_step = fired_.start(s.step) - static_cast<std::int64_t>(c_.window) + 1;
     out.push_back(std::move(f));
   }
 
  private:
   config c_;
   signals::window cosines_, increments_, rises_;
-  std::size_t run_ = 0;
-  std::int64_t start_ = -1;
   double last_loss_ = 0.0;
   bool has_last_loss_ = false;
   edge fired_;
@@ -372,7 +404,7 @@ class persistent_gradients {
 /// in all, with each of them at least `elevated` above the median of the losses before the
 /// climb, and with at most `max_last_share` (0.8) of the rise in its last step (a climb, not
 /// one outlier batch after two steps that happened to rise by 2%: a healthy small table went
-/// 0.0074, 0.0077, 0.256; issue 15), and to a loss above every one of the `baseline_window`
+/// 0.0074, 0.0077, 0.256), and to a loss above every one of the `baseline_window`
 /// losses before the climb (a level the loss has not visited: hard batches that stray and
 /// return do not make a climb) (warning; BigScience 104B experiment 2 climbed 6.37 -> 10.24 at the
 /// end of warm-up, while healthy runs' outliers recover on the next step); and an fp16 loss scale that halves `halvings` times within the
@@ -391,11 +423,27 @@ class divergence {
     std::size_t baseline_window = 50;
     double min_mads = 10.0;  ///< the end of the climb at least this many MADs above the baseline median
     double max_last_share = 0.8;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"halvings", &config::halvings},
+          field<config>{"window", &config::window},
+          field<config>{"rise_steps", &config::rise_steps},
+          field<config>{"rise_fraction", &config::rise_fraction},
+          field<config>{"elevated", &config::elevated},
+          field<config>{"min_step_rise", &config::min_step_rise},
+          field<config>{"baseline_window", &config::baseline_window},
+          field<config>{"min_rise", &config::min_rise},
+          field<config>{"min_mads", &config::min_mads},
+          field<config>{"max_last_share", &config::max_last_share}};
+    }
   };
   divergence() : divergence(config{}) {}
   explicit divergence(config c)
       : c_(c), scales_(c.window + 1), losses_(c.rise_steps + 1), baseline_(c.baseline_window) {}
-  [[nodiscard]] std::string_view name() const { return "divergence"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (s.has_loss) seen_loss_ = true;
@@ -403,7 +451,7 @@ class divergence {
     // values. A step with only a validation loss, or nothing, is an evaluation or a gap.
     const bool logged_other = s.has_lr || s.has_grad_norm || s.has_loss_scale || !s.gradients.empty() || !s.parameters.empty();
     if (!s.has_loss && seen_loss_ && logged_other && !s.has_val_loss) {
-      out.push_back(make(o, "missing loss value", severity::critical, {{"steps_with_loss_before", 1.0}}));
+      out.push_back(make(o, symptoms::missing_loss_value, severity::critical, {{"steps_with_loss_before", 1.0}}));
       return;
     }
     if (s.has_loss && std::isfinite(s.loss)) {
@@ -426,7 +474,7 @@ class divergence {
         for (std::size_t i = 0; i < baseline_.size(); ++i) highest = std::max(highest, baseline_[i]);
         if (climbing && rise >= c_.rise_fraction && total >= c_.min_rise && last <= c_.max_last_share * total &&
             losses_.back() - base >= c_.min_mads * noise && losses_.back() > highest) {
-          out.push_back(make(o, "sustained loss increase", severity::warning,
+          out.push_back(make(o, symptoms::sustained_loss_increase, severity::warning,
                              {{"rise_fraction", rise}, {"baseline_median", base}, {"loss", s.loss}}));
         }
       }
@@ -436,18 +484,18 @@ class divergence {
     std::size_t halved = 0;
     for (std::size_t i = 1; i < scales_.size(); ++i) halved += scales_[i] < scales_[i - 1] ? 1u : 0u;
     if (halved >= c_.halvings) {
-      out.push_back(make(o, "loss scale halving step after step", severity::warning,
+      out.push_back(make(o, symptoms::loss_scale_halving, severity::warning,
                          {{"halvings_in_window", static_cast<double>(halved)}, {"loss_scale", s.loss_scale},
                           {"loss_scale_window_start", scales_[0]}}));
     }
   }
 
  private:
-  finding make(const observation& o, std::string symptom, severity level,
+  finding make(const observation& o, mldiag::symptom symptom, severity level,
                std::vector<std::pair<std::string, double>> evidence) const {
     finding f;
     f.question = question::convergence;
-    f.symptom = std::move(symptom);
+    f.symptom = std::string(symptom.text);
     f.severity = level;
     f.first_step = f.last_step = o.now.step;
     f.evidence = std::move(evidence);
@@ -476,38 +524,46 @@ class lr_sanity {
     std::size_t zero_steps = 10;
     double max_lr = 5.0;
     double max_jump = 10.0;  ///< a change by more than this factor in one step (a rise warns, a drop is info)
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"zero_steps", &config::zero_steps},
+          field<config>{"max_lr", &config::max_lr},
+          field<config>{"max_jump", &config::max_jump}};
+    }
   };
   lr_sanity() : lr_sanity(config{}) {}
   explicit lr_sanity(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "lr_sanity"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"lr_sanity", question::convergence, {symptoms::lr_not_finite_or_negative, symptoms::lr_reached_zero, symptoms::lr_is_zero, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_dropped}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_lr) return;
     const double lr = o.now.lr;
-    zero_run_ = lr == 0.0 ? zero_run_ + 1 : 0;
     const bool was_positive = seen_positive_;
     seen_positive_ = seen_positive_ || lr > 0.0;
     if (invalid_.rise(!std::isfinite(lr) || lr < 0.0)) {
-      out.push_back(make_finding(question::convergence, "learning rate not finite or negative", severity::critical,
+      out.push_back(make_finding(question::convergence, symptoms::lr_not_finite_or_negative, severity::critical,
                                  o.now.step, name(), {{"lr", lr}}));
     }
-    if (zero_.rise(zero_run_ >= c_.zero_steps)) {
-      out.push_back(make_finding(question::convergence, was_positive ? "learning rate reached zero" : "learning rate is zero",
+    if (zero_.observe(lr == 0.0, c_.zero_steps)) {
+      out.push_back(make_finding(question::convergence, was_positive ? symptoms::lr_reached_zero : symptoms::lr_is_zero,
                                  was_positive ? severity::info : severity::warning, o.now.step, name(),
-                                 {{"lr", lr}, {"steps_at_zero", static_cast<double>(zero_run_)}}));
+                                 {{"lr", lr}, {"steps_at_zero", static_cast<double>(zero_.run())}}));
     }
     if (large_.rise(std::isfinite(lr) && lr > c_.max_lr)) {
-      out.push_back(make_finding(question::convergence, "learning rate absurdly large", severity::warning, o.now.step,
+      out.push_back(make_finding(question::convergence, symptoms::lr_absurdly_large, severity::warning, o.now.step,
                                  name(), {{"lr", lr}, {"max_lr", c_.max_lr}}));
     }
     // A schedule moves smoothly (warm-up, decay); a jump by 10x in one step is a bug — a
     // scheduler restored with the wrong state on resume, a group given the wrong factor.
     const bool valid = previous_ > 0.0 && lr > 0.0 && std::isfinite(lr);
     if (jump_.rise(valid && lr > c_.max_jump * previous_)) {
-      out.push_back(make_finding(question::convergence, "learning rate jumped", severity::warning, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::lr_jumped, severity::warning, o.now.step, name(),
                                  {{"lr", lr}, {"previous_lr", previous_}, {"factor", lr / previous_}}));
     }
     if (drop_.rise(valid && previous_ >= c_.max_jump * lr * (1.0 - 1e-9))) {
-      out.push_back(make_finding(question::convergence, "learning rate dropped", severity::info, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::lr_dropped, severity::info, o.now.step, name(),
                                  {{"lr", lr}, {"previous_lr", previous_}, {"factor", lr / previous_}}));
     }
     previous_ = std::isfinite(lr) ? lr : previous_;
@@ -515,7 +571,6 @@ class lr_sanity {
 
  private:
   config c_;
-  std::size_t zero_run_ = 0;
   bool seen_positive_ = false;
   double previous_ = 0.0;
   edge invalid_, zero_, large_, jump_, drop_;
@@ -536,10 +591,19 @@ class initial_loss {
     double classes = 0;
     double tolerance = 0.25;
     double min_difference = 0.5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"classes", &config::classes},
+          field<config>{"tolerance", &config::tolerance},
+          field<config>{"min_difference", &config::min_difference}};
+    }
   };
   initial_loss() : initial_loss(config{}) {}
   explicit initial_loss(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "initial_loss"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"initial_loss", question::convergence, {symptoms::initial_loss_far_from_chance}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   /// Whether a first loss is what a uniform guess over `classes` gives, by this detector's
   /// line (the one policy the phase-1 checks use too).
   [[nodiscard]] static bool near_chance(double loss, double classes, const config& c) {
@@ -555,7 +619,7 @@ class initial_loss {
     const double expected = std::log(c_.classes);
     const double off = std::fabs(o.now.loss - expected) / expected;
     if (!near_chance(o.now.loss, c_.classes, c_)) {
-      out.push_back(make_finding(question::convergence, "initial loss far from ln(classes)", severity::warning,
+      out.push_back(make_finding(question::convergence, symptoms::initial_loss_far_from_chance, severity::warning,
                                  o.now.step, name(),
                                  {{"loss", o.now.loss}, {"ln_classes", expected}, {"relative_difference", off}}));
     }
@@ -579,12 +643,19 @@ class input_scale {
  public:
   struct config {
     double max_rms = 10.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_rms", &config::max_rms}};
+    }
   };
   input_scale() : input_scale(config{}) {}
   explicit input_scale(config c) : c_(c) {
     if (!(c.max_rms > 0.0)) throw error("input_scale: max_rms must be > 0 (the RMS above which inputs count as unnormalized)");
   }
-  [[nodiscard]] std::string_view name() const { return "input_scale"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"input_scale", question::convergence, {symptoms::inputs_not_normalized}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     // A step that recorded no input says nothing (inputs recorded every k steps stay one onset).
     if (o.now.inputs.empty()) return;
@@ -592,7 +663,7 @@ class input_scale {
     for (const auto& t : o.now.inputs)
       if (t.stats.finite() > 0 && (top == nullptr || t.stats.rms() > top->stats.rms())) top = &t;
     if (!fired_.rise(top != nullptr && top->stats.rms() > c_.max_rms)) return;
-    finding f = make_finding(question::convergence, "inputs not normalized", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::convergence, symptoms::inputs_not_normalized, severity::warning, o.now.step, name(),
                              {{"input_rms", top->stats.rms()}, {"max_rms", c_.max_rms}, {"mean", top->stats.mean()},
                               {"std", top->stats.stddev()}, {"max_abs", top->stats.max_abs}});
     for (const auto& t : o.now.inputs)
@@ -622,10 +693,20 @@ class chance_level {
     std::size_t warmup = 200;
     std::size_t window = 20;
     double tolerance = 0.1;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"classes", &config::classes},
+          field<config>{"warmup", &config::warmup},
+          field<config>{"window", &config::window},
+          field<config>{"tolerance", &config::tolerance}};
+    }
   };
   chance_level() : chance_level(config{}) {}
   explicit chance_level(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window) {}
-  [[nodiscard]] std::string_view name() const { return "chance_level"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"chance_level", question::convergence, {symptoms::loss_at_chance_level}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return c_.classes > 1.0 ? std::max(c_.warmup, c_.window) : 0; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (c_.classes <= 1.0 || !o.now.has_loss || !std::isfinite(o.now.loss)) return;
@@ -633,7 +714,7 @@ class chance_level {
     if (++seen_ < c_.warmup || !recent_.full()) return;
     const double chance = std::log(c_.classes), mean = recent_.mean();
     if (fired_.rise(mean > (1.0 - c_.tolerance) * chance)) {
-      out.push_back(make_finding(question::convergence, "loss stuck at chance level", severity::warning, o.now.step,
+      out.push_back(make_finding(question::convergence, symptoms::loss_at_chance_level, severity::warning, o.now.step,
                                  name(), {{"recent_mean", mean}, {"ln_classes", chance}, {"fraction_of_chance", mean / chance}}));
     }
   }
@@ -654,10 +735,19 @@ class vanishing_gradients {
     double min_rms = 1e-9;
     double layer_ratio = 1e-3;
     std::size_t sustain = 5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_rms", &config::min_rms},
+          field<config>{"layer_ratio", &config::layer_ratio},
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   vanishing_gradients() : vanishing_gradients(config{}) {}
   explicit vanishing_gradients(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "vanishing_gradients"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"vanishing_gradients", question::convergence, {symptoms::vanishing_gradients}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& g = o.now.gradients;
     if (g.empty()) return;
@@ -666,16 +756,15 @@ class vanishing_gradients {
     // Gradients that hold NaN or Inf say nothing about vanishing (their few finite elements
     // are what is left of a blow-up): non_finite's business.
     if (all.non_finite() > 0) {
-      run_ = 0;
+      fired_.reset();
       return;
     }
     const double rms = all.rms();
     const double first = g.front().stats.rms(), last = g.back().stats.rms();
     const double ratio = last > 0.0 ? first / last : 1.0;
     const bool vanishing = all.finite() > 0 && (rms < c_.min_rms || (g.size() > 1 && ratio < c_.layer_ratio));
-    run_ = vanishing ? run_ + 1 : 0;
-    if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::convergence, "vanishing gradients", severity::warning, o.now.step, name(),
+    if (fired_.observe(vanishing, c_.sustain)) {
+      finding f = make_finding(question::convergence, symptoms::vanishing_gradients, severity::warning, o.now.step, name(),
                                {{"grad_rms", rms}, {"first_to_last_layer_rms_ratio", ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back("grad/" + std::string(o.names[g.front().id]), first);
@@ -685,7 +774,6 @@ class vanishing_gradients {
 
  private:
   config c_;
-  std::size_t run_ = 0;
   edge fired_;
 };
 
@@ -701,10 +789,21 @@ class loss_not_decreasing {
     double min_improvement = 0.05;
     double t_critical = 2.0;
     std::size_t start_window = 10;  // the first losses: a run that converges fast is not flat
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"warmup", &config::warmup},
+          field<config>{"window", &config::window},
+          field<config>{"min_improvement", &config::min_improvement},
+          field<config>{"t_critical", &config::t_critical},
+          field<config>{"start_window", &config::start_window}};
+    }
   };
   loss_not_decreasing() : loss_not_decreasing(config{}) {}
   explicit loss_not_decreasing(config c) : c_(c), first_(c.start_window), recent_(c.window) {}
-  [[nodiscard]] std::string_view name() const { return "loss_not_decreasing"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"loss_not_decreasing", question::convergence, {symptoms::loss_not_decreasing}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return std::max(c_.warmup, c_.window); }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
@@ -717,7 +816,7 @@ class loss_not_decreasing {
     const double g = o.now.global_grad_norm();
     const bool gradients_normal = std::isnan(g) || (std::isfinite(g) && g > 0.0);
     if (fired_.rise(improvement < c_.min_improvement && !(t.t_stat < -c_.t_critical) && gradients_normal)) {
-      out.push_back(make_finding(question::convergence, "loss not decreasing", severity::warning, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::loss_not_decreasing, severity::warning, o.now.step, name(),
                                  {{"initial_mean", start}, {"recent_mean", now}, {"improvement", improvement},
                                   {"trend_t_stat", t.t_stat}}));
     }
@@ -742,10 +841,20 @@ class plateau {
     double min_improvement = 0.05;
     double stall_change = 0.005;
     double t_critical = 2.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_improvement", &config::min_improvement},
+          field<config>{"stall_change", &config::stall_change},
+          field<config>{"t_critical", &config::t_critical}};
+    }
   };
   plateau() : plateau(config{}) {}
   explicit plateau(config c) : c_(c), first_(c.window < 100 ? c.window : 100), recent_(c.window) {}
-  [[nodiscard]] std::string_view name() const { return "plateau"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"plateau", question::convergence, {symptoms::plateau}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return c_.window; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
@@ -763,7 +872,7 @@ class plateau {
     }
     if (stalled) {
       active_ = true;
-      out.push_back(make_finding(question::convergence, "plateau", severity::info, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::plateau, severity::info, o.now.step, name(),
                                  {{"recent_mean", now}, {"initial_mean", start}, {"relative_change_over_window", change}}));
     }
   }
@@ -786,10 +895,19 @@ class oscillation {
     std::size_t window = 100;
     double min_sign_changes = 0.85;
     double min_spread = 0.1;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_sign_changes", &config::min_sign_changes},
+          field<config>{"min_spread", &config::min_spread}};
+    }
   };
   oscillation() : oscillation(config{}) {}
   explicit oscillation(config c) : c_(c), losses_(c.window), residuals_(c.window) {}
-  [[nodiscard]] std::string_view name() const { return "oscillation"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"oscillation", question::convergence, {symptoms::loss_oscillation}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return c_.window; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
@@ -803,7 +921,7 @@ class oscillation {
     const double spread = residuals_.mad() / std::fabs(losses_.median());
     const double changes = signals::sign_change_rate(losses_);
     if (fired_.rise(changes > c_.min_sign_changes && spread > c_.min_spread)) {
-      out.push_back(make_finding(question::convergence, "loss oscillation", severity::warning, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::loss_oscillation, severity::warning, o.now.step, name(),
                                  {{"sign_change_rate", changes}, {"relative_spread", spread}}));
     }
   }
@@ -825,10 +943,17 @@ class dead_activations {
  public:
   struct config {
     double max_zero_fraction = 0.99;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_zero_fraction", &config::max_zero_fraction}};
+    }
   };
   dead_activations() : dead_activations(config{}) {}
   explicit dead_activations(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "dead_activations"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"dead_activations", question::convergence, {symptoms::dead_activations}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double worst = 0.0;
     for (const auto& a : o.now.activations) {
@@ -849,7 +974,7 @@ class dead_activations {
     }
     // Delivered again when a second layer dies or one goes from 99% to 100% zeros.
     if (!episode_.report(true, level, where_)) return;
-    finding f = make_finding(question::convergence, "dead activations", level, o.now.step, name(), {{"max_zero_fraction", worst}});
+    finding f = make_finding(question::convergence, symptoms::dead_activations, level, o.now.step, name(), {{"max_zero_fraction", worst}});
     f.where = where_;
     std::sort(f.where.begin(), f.where.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     out.push_back(std::move(f));
@@ -872,10 +997,17 @@ class saturation {
     std::string tanh_tag = "tanh";
     std::string sigmoid_tag = "sigmoid";
     double min_saturated = 0.5;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_saturated", &config::min_saturated}};
+    }
   };
   saturation() : saturation(config{}) {}
   explicit saturation(config c) : c_(std::move(c)) {}
-  [[nodiscard]] std::string_view name() const { return "saturation"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"saturation", question::convergence, {symptoms::saturated_activations}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double worst = 0.0;
     std::uint32_t worst_id = 0;
@@ -887,7 +1019,7 @@ class saturation {
       }
     }
     if (!fired_.rise(worst > c_.min_saturated)) return;
-    finding f = make_finding(question::convergence, "saturated activations", severity::warning, o.now.step, name(),
+    finding f = make_finding(question::convergence, symptoms::saturated_activations, severity::warning, o.now.step, name(),
                              {{"saturated_fraction_at_least", worst}});
     f.where.emplace_back("act/" + std::string(o.names[worst_id]), worst);
     out.push_back(std::move(f));
@@ -917,10 +1049,18 @@ class frozen_parameters {
   struct config {
     std::size_t steps = 3;
     double min_gradient = 1e-6;  ///< lr x max |gradient| (max |gradient| without lr) over max |parameter| below which a gradient is none
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"steps", &config::steps},
+          field<config>{"min_gradient", &config::min_gradient}};
+    }
   };
   frozen_parameters() : frozen_parameters(config{}) {}
   explicit frozen_parameters(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "frozen_parameters"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"frozen_parameters", question::convergence, {symptoms::frozen_parameters}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (state_.size() < o.names.size()) state_.resize(o.names.size());  // new names only
     for (auto& st : state_) st.gradient = 0.0;
@@ -942,7 +1082,7 @@ class frozen_parameters {
       st.last = p.stats;
       st.seen = true;
       if (st.fired.rise(st.run + 1 >= c_.steps)) {
-        finding f = make_finding(question::convergence, "frozen parameters", severity::warning, o.now.step, name(),
+        finding f = make_finding(question::convergence, symptoms::frozen_parameters, severity::warning, o.now.step, name(),
                                  {{"unchanged_steps", static_cast<double>(st.run + 1)}});
         f.where.emplace_back("param/" + std::string(o.names[p.id]), p.stats.l2_norm());
         out.push_back(std::move(f));
@@ -980,10 +1120,20 @@ class update_ratio {
     double max_ratio = 1.0;
     std::size_t sustain = 5;
     std::size_t min_elements = 256;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"min_ratio", &config::min_ratio},
+          field<config>{"max_ratio", &config::max_ratio},
+          field<config>{"sustain", &config::sustain},
+          field<config>{"min_elements", &config::min_elements}};
+    }
   };
   update_ratio() : update_ratio(config{}) {}
   explicit update_ratio(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "update_ratio"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"update_ratio", question::convergence, {symptoms::update_ratio_too_large, symptoms::update_ratio_too_small}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double worst = 0.0, worst_ratio = 0.0;
     std::uint32_t worst_id = 0;
@@ -1017,10 +1167,9 @@ class update_ratio {
         }
       }
     }
-    run_ = any ? run_ + 1 : 0;
-    if (fired_.rise(run_ >= c_.sustain)) {
+    if (fired_.observe(any, c_.sustain)) {
       finding f = make_finding(question::convergence,
-                               worst_ratio > c_.max_ratio ? "update ratio too large" : "update ratio too small",
+                               worst_ratio > c_.max_ratio ? symptoms::update_ratio_too_large : symptoms::update_ratio_too_small,
                                severity::warning, o.now.step, name(),
                                {{"update_ratio", worst_ratio}, {"min_ratio", c_.min_ratio}, {"max_ratio", c_.max_ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
@@ -1031,7 +1180,6 @@ class update_ratio {
 
  private:
   config c_;
-  std::size_t run_ = 0;
   edge fired_;
   std::vector<double> norms_;  // last parameter norm by id
   std::vector<double> grads_;  // this step's gradient norm by id (-1: the step recorded no gradients)
@@ -1049,19 +1197,25 @@ class probabilities_as_logits {
   struct config {
     std::string tag = "logits";
     std::size_t sustain = 3;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"sustain", &config::sustain}};
+    }
   };
   probabilities_as_logits() : probabilities_as_logits(config{}) {}
   explicit probabilities_as_logits(config c) : c_(std::move(c)) {}
-  [[nodiscard]] std::string_view name() const { return "probabilities_as_logits"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"probabilities_as_logits", question::convergence, {symptoms::probabilities_as_logits}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const tensor_evidence* hit = nullptr;
     for (const auto& a : o.now.activations) {
       if (o.names[a.id].find(c_.tag) == std::string_view::npos || a.stats.finite() < 2) continue;
       if (a.stats.min >= 0.0 && a.stats.max <= 1.0) hit = &a;
     }
-    run_ = hit != nullptr ? run_ + 1 : 0;
-    if (fired_.rise(run_ >= c_.sustain)) {
-      finding f = make_finding(question::convergence, "loss input looks like probabilities", severity::warning,
+    if (fired_.observe(hit != nullptr, c_.sustain)) {
+      finding f = make_finding(question::convergence, symptoms::probabilities_as_logits, severity::warning,
                                o.now.step, name(), {{"min", hit->stats.min}, {"max", hit->stats.max}, {"mean", hit->stats.mean()}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back("act/" + std::string(o.names[hit->id]), hit->stats.max);
@@ -1071,7 +1225,6 @@ class probabilities_as_logits {
 
  private:
   config c_;
-  std::size_t run_ = 0;
   edge fired_;
 };
 
@@ -1086,12 +1239,20 @@ class constant_loss {
   struct config {
     std::size_t steps = 5;
     double tolerance = 1e-4;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"steps", &config::steps},
+          field<config>{"tolerance", &config::tolerance}};
+    }
   };
   constant_loss() : constant_loss(config{}) {}
   explicit constant_loss(config c) : c_(c) {
     if (c.steps < 2) throw error("constant_loss: steps must be at least 2");
   }
-  [[nodiscard]] std::string_view name() const { return "constant_loss"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"constant_loss", question::convergence, {symptoms::loss_constant_from_start, symptoms::loss_exactly_zero}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
     const double loss = o.now.loss;
@@ -1099,12 +1260,12 @@ class constant_loss {
     if (seen_ < c_.steps) {
       same_ = same_ && std::fabs(loss - first_) <= c_.tolerance * std::fabs(first_);
       if (++seen_ == c_.steps && same_) {
-        out.push_back(make_finding(question::convergence, "loss constant from the start", severity::warning, o.now.step,
+        out.push_back(make_finding(question::convergence, symptoms::loss_constant_from_start, severity::warning, o.now.step,
                                    name(), {{"loss", loss}, {"first_loss", first_}, {"steps", static_cast<double>(c_.steps)}}));
       }
     }
     if (zero_.rise(loss == 0.0 && nonzero_)) {
-      out.push_back(make_finding(question::convergence, "loss exactly zero", severity::warning, o.now.step, name(),
+      out.push_back(make_finding(question::convergence, symptoms::loss_exactly_zero, severity::warning, o.now.step, name(),
                                  {{"loss", loss}, {"last_nonzero_loss", last_nonzero_}}));
     }
     if (loss != 0.0) {
@@ -1135,10 +1296,19 @@ class train_val_gap {
     std::size_t window = 20;
     double min_ratio = 5.0;
     double min_gap = 0.25;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"window", &config::window},
+          field<config>{"min_ratio", &config::min_ratio},
+          field<config>{"min_gap", &config::min_gap}};
+    }
   };
   train_val_gap() : train_val_gap(config{}) {}
   explicit train_val_gap(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window), first_(10) {}
-  [[nodiscard]] std::string_view name() const { return "train_val_gap"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (s.has_loss && std::isfinite(s.loss)) {
@@ -1150,7 +1320,7 @@ class train_val_gap {
     const double gap = s.val_loss - train;
     const bool wide = s.val_loss >= c_.min_ratio * std::max(train, 0.0) && gap >= c_.min_gap * scale && gap > 0.0;
     if (fired_.rise(wide)) {
-      out.push_back(make_finding(question::convergence, "training loss far below validation loss", severity::warning,
+      out.push_back(make_finding(question::convergence, symptoms::train_far_below_val, severity::warning,
                                  s.step, name(),
                                  {{"val_loss", s.val_loss}, {"recent_train_loss", train}, {"gap", gap},
                                   {"initial_train_loss", scale}}));
@@ -1172,14 +1342,22 @@ class configured_lr {
   struct config {
     double peak = 0.0;
     double max_factor = 2.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"peak", &config::peak},
+          field<config>{"max_factor", &config::max_factor}};
+    }
   };
   configured_lr() : configured_lr(config{}) {}
   explicit configured_lr(config c) : c_(c) {}
-  [[nodiscard]] std::string_view name() const { return "configured_lr"; }
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"configured_lr", question::convergence, {symptoms::lr_above_configured_peak}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!(c_.peak > 0.0) || !o.now.has_lr || !std::isfinite(o.now.lr)) return;
     if (fired_.rise(o.now.lr > c_.max_factor * c_.peak)) {
-      out.push_back(make_finding(question::convergence, "learning rate above the configured peak", severity::warning,
+      out.push_back(make_finding(question::convergence, symptoms::lr_above_configured_peak, severity::warning,
                                  o.now.step, name(),
                                  {{"lr", o.now.lr}, {"configured_peak", c_.peak}, {"factor", o.now.lr / c_.peak}}));
     }
@@ -1201,7 +1379,9 @@ class tensor_norm_jump {
   };
   tensor_norm_jump() : tensor_norm_jump(config{}) {}
   explicit tensor_norm_jump(config c) : c_(c), norms_(c.window) {}
-  [[nodiscard]] std::string_view name() const { return "tensor_norm_jump"; }
+  /// A tensor detector (for `per_tensor`), not in the default set.
+  static constexpr detector_info about{"tensor_norm_jump", question::convergence, {symptoms::tensor_norm_jump}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::string_view tensor, const tensor_stats& s, std::vector<finding>& out) {
     const double norm = s.l2_norm();
     if (norms_.empty()) {
@@ -1213,7 +1393,7 @@ class tensor_norm_jump {
     const bool jumped = r >= c_.ratio;
     if (!jumped) norms_.push(norm);
     if (fired_.rise(jumped)) {
-      finding f = make_finding(question::convergence, "tensor norm jump", severity::warning, o.now.step, name(),
+      finding f = make_finding(question::convergence, symptoms::tensor_norm_jump, severity::warning, o.now.step, name(),
                                {{"norm", norm}, {"baseline_median", median}, {"ratio_to_median", r}});
       f.where.emplace_back(std::string(tensor), r);
       out.push_back(std::move(f));
