@@ -181,8 +181,8 @@ void observe_layer_times(S& sink, std::span<const layer_result> layers,
 
 namespace detail {
 
-/// Layer names interned to dense ids: allocation when a name is new, none after that.
-/// Names live in a deque, so views of them stay valid while more are added.
+// Layer names interned to dense ids: allocation when a name is new, none after that.
+// Names live in a deque, so views of them stay valid while more are added.
 class layer_names {
  public:
   std::uint32_t intern(std::string_view name) {
@@ -194,7 +194,7 @@ class layer_names {
     ids_.emplace(names_.back(), id);
     return id;
   }
-  /// The id of a known name, or -1 (no allocation).
+  // The id of a known name, or -1 (no allocation).
   [[nodiscard]] std::int64_t find(std::string_view name) const noexcept {
     const auto it = ids_.find(name);
     return it == ids_.end() ? -1 : static_cast<std::int64_t>(it->second);
@@ -207,19 +207,19 @@ class layer_names {
   std::unordered_map<std::string_view, std::uint32_t> ids_;  // keys view names_
 };
 
-/// Per-layer sums over one step, in a duration type `T` (clock ticks on the host, seconds on
-/// the GPU), turned into `layer_result`s in order of first appearance.
+// Per-layer sums over one step, in a duration type `T` (clock ticks on the host, seconds on
+// the GPU), turned into `layer_result`s in order of first appearance.
 template <class T>
 class layer_sums {
  public:
-  /// Makes room for ids below `n` (allocation only when new names appeared).
+  // Makes room for ids below `n` (allocation only when new names appeared).
   void resize(std::size_t n) {
     if (sums_.size() < n) {
       sums_.resize(n);
       order_.reserve(n);
     }
   }
-  /// Lists `id` in the step's order (of first begin) if it is not listed yet.
+  // Lists `id` in the step's order (of first begin) if it is not listed yet.
   void touch(std::uint32_t id) noexcept {
     auto& s = sums_[id];
     if (!s.listed) {
@@ -234,7 +234,7 @@ class layer_sums {
     s.self[static_cast<std::size_t>(p)] += self;
     s.total[static_cast<std::size_t>(p)] += total;
   }
-  /// Writes the step's results into `out` (capacity reused) and resets the sums.
+  // Writes the step's results into `out` (capacity reused) and resets the sums.
   template <class ToSeconds>
   void finish(const layer_names& names, std::vector<layer_result>& out, ToSeconds to_seconds) {
     out.clear();

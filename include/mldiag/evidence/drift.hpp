@@ -33,10 +33,10 @@ class scaled_sum_sq {
     const double x = v * inv_;
     sum_ += x * x;
   }
-  /// sqrt(sum v^2) / 2^exp(): the norm, still scaled.
+  // sqrt(sum v^2) / 2^exp(): the norm, still scaled.
   [[nodiscard]] double scaled_norm() const noexcept { return std::sqrt(sum_); }
   [[nodiscard]] int exp() const noexcept { return e_; }
-  /// sqrt(sum v^2); +Inf only where it exceeds the double range.
+  // sqrt(sum v^2); +Inf only where it exceeds the double range.
   [[nodiscard]] double norm() const noexcept { return std::ldexp(scaled_norm(), e_); }
 
  private:

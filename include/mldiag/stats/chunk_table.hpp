@@ -15,8 +15,8 @@
 
 namespace mldiag::detail {
 
-/// Logical elements [begin, end) of tensor `tensor`. Plain data: the CUDA plan copies an
-/// array of these to the device as it is.
+// Logical elements [begin, end) of tensor `tensor`. Plain data: the CUDA plan copies an
+// array of these to the device as it is.
 struct chunk {
   std::uint32_t tensor;
   std::uint32_t reserved;  // keeps the layout the same on host and device (24 bytes)
@@ -25,15 +25,15 @@ struct chunk {
 };
 static_assert(sizeof(chunk) == 24);
 
-/// Every tensor of a list cut into chunks of `chunk_elems` elements (the last one shorter),
-/// grouped by dtype so that one launch (or one loop) serves a dtype group. Within a group
-/// chunks follow the list order, then index order, so each tensor's chunks are contiguous:
-/// merging them in table order is the fixed merge order.
+// Every tensor of a list cut into chunks of `chunk_elems` elements (the last one shorter),
+// grouped by dtype so that one launch (or one loop) serves a dtype group. Within a group
+// chunks follow the list order, then index order, so each tensor's chunks are contiguous:
+// merging them in table order is the fixed merge order.
 struct chunk_table {
   std::vector<chunk> chunks;
-  /// Chunks of dtype d are [group_begin[d], group_begin[d + 1]).
+  // Chunks of dtype d are [group_begin[d], group_begin[d + 1]).
   std::array<std::size_t, dtype_count + 1> group_begin{};
-  /// Tensor i's chunks are [first[i], first[i] + count[i]) (count 0 for an empty tensor).
+  // Tensor i's chunks are [first[i], first[i] + count[i]) (count 0 for an empty tensor).
   std::vector<std::size_t> first, count;
 
   [[nodiscard]] std::size_t group_size(dtype d) const noexcept {

@@ -21,7 +21,7 @@ inline constexpr int warps_per_block = block_threads / 32;
 // 16-byte loads issued before any is used: four in flight per thread.
 inline constexpr int loads_in_flight = 4;
 
-/// Where a tensor of the list lives (plain data, copied to the device by the plan).
+// Where a tensor of the list lives (plain data, copied to the device by the plan).
 struct device_tensor {
   const void* data;
   std::uint64_t numel;
