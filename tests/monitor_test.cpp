@@ -148,3 +148,67 @@ TEST_CASE("monitor: configured entries, each name once, and the user's own detec
   CHECK(f[0].detector == "loss_above");
   CHECK(mon.open_diagnoses() == 1);
 }
+
+TEST_CASE("an evaluation joins the step it was measured after, and its detectors see it") {
+  mldiag::monitor mon;
+  CHECK_THROWS_WITH_AS(mon.observe_evaluation(1.0), doctest::Contains("no step has closed yet"), mldiag::error);
+  std::vector<float> g(64, 0.01f);
+  // Training loss falls to 0.05 while the test loss stays at 2: the train/validation gap
+  // detector (min_ratio 5, min_gap 0.25 of the initial loss) must fire from an evaluation.
+  std::size_t gap_findings = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int i = 0; i < 40; ++i) {
+      const int step = epoch * 40 + i;
+      mon.observe_loss(2.0 * std::exp(-step / 10.0) + 0.05);
+      mon.observe(mldiag::role::gradient, "w", g);
+      mon.end_step();
+    }
+    const std::int64_t last = mon.evidence().past().back().step;
+    for (const auto& f : mon.observe_evaluation(2.0)) gap_findings += f.symptom == mldiag::symptoms::train_far_below_val ? 1 : 0;
+    // The value is the closed step's, not the next one's.
+    CHECK(mon.evidence().past().back().step == last);
+    CHECK(mon.evidence().past().back().has_val_loss);
+    CHECK(mon.evidence().past().back().val_loss == 2.0);
+  }
+  CHECK(gap_findings == 1);  // an onset, once
+  // An earlier, still kept step; a step not kept; a step open.
+  mon.observe_evaluation(10, 3.0);
+  CHECK(mon.evidence().past()[10].val_loss == 3.0);
+  CHECK_THROWS_WITH_AS(mon.observe_evaluation(100000, 1.0), doctest::Contains("is not in the history"), mldiag::error);
+  mon.observe_loss(0.05);
+  CHECK_THROWS_WITH_AS(mon.observe_evaluation(1.0), doctest::Contains("use observe_val_loss for the open step"), mldiag::error);
+}
+
+TEST_CASE("each diagnosis localizes and ranks causes by its own symptom") {
+  // Two faults at different times: the learning rate x1000 from step 200 (divergence) after
+  // a gradient tensor carrying NaN at steps 50-52. Each open diagnosis must say its own
+  // "since" and have its own candidates, not the run's.
+  mldiag::monitor mon({.classes = 3});
+  std::vector<float> g(64, 0.01f), bad(64, 0.01f);
+  bad[3] = std::nanf("");
+  double loss = 1.1;
+  for (int step = 0; step < 260; ++step) {
+    loss = step < 200 ? 1.1 * std::exp(-step / 150.0) + 0.2 : loss * 1.3;
+    mon.observe_loss(loss);
+    mon.observe_lr(step < 200 ? 1e-3 : 1.0);
+    mon.observe(mldiag::role::gradient, "w", step >= 50 && step <= 52 ? bad : g);
+    mon.end_step();
+  }
+  REQUIRE(mon.open_diagnoses() >= 2);
+  std::vector<std::int64_t> since;
+  std::vector<std::string> first_cause;
+  while (mon.open_diagnoses() > 0) {
+    const std::string symptom = mon.opened_by(0).symptom;
+    const std::int64_t opened_at = mon.opened_by(0).first_step;
+    auto pattern = mon.take_diagnosis(0).with_baseline(mon.baseline());
+    const auto where = pattern.where();
+    CHECK(where.since_step == opened_at);  // the symptom's own start, not the run's first finding
+    since.push_back(where.since_step);
+    const auto c = pattern.candidates();
+    for (const auto* row : c) CHECK(mldiag::protocol::matches(*row, symptom));
+    first_cause.push_back(c.empty() ? std::string() : std::string(c.front()->cause));
+  }
+  std::sort(since.begin(), since.end());
+  CHECK(since.front() < 60);
+  CHECK(since.back() >= 200);
+}

@@ -13,8 +13,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>  // std::fprintf (the destructor's report errors)
+#include <exception>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +47,26 @@ struct monitor_config {
   std::vector<detector_entry> detectors = {};
 };
 
+
+class monitor;
+
+/// A report attached to a monitor (`monitor::attach`): it sees every closed step, every
+/// evaluation, every finding, and the end of the run. The report headers give ready ones in
+/// one line each: `report::attach_jsonl(mon, "run.jsonl")` (report/jsonl.hpp),
+/// `report::attach_html(mon, "report.html")` (report/html.hpp), and
+/// `mon.add_sink(report::console_sink())` (report/console.hpp) for the terminal.
+class monitor_sink {
+ public:
+  virtual ~monitor_sink() = default;
+  /// A step closed (after the detectors ran on it; before its findings are delivered).
+  virtual void on_step(const snapshot&, const name_table&) {}
+  /// An evaluation recorded at a closed step (monitor::observe_evaluation).
+  virtual void on_evaluation(const snapshot&, const name_table&) {}
+  virtual void on_finding(const finding&) {}
+  /// The run ended (monitor::finish, or the monitor's destruction): the monitor as it is then,
+  /// with its open diagnoses.
+  virtual void on_finish(const monitor&) {}
+};
 
 /// One object for the training loop. A step is `observe_*` calls (the first one opens the
 /// step) then `end_step()`, which runs the detectors (L1: runtime checks) and returns this
@@ -129,10 +152,53 @@ class monitor {
   }
   void observe_drift(std::string_view name, double drift) { ensure_open(); recorder_.record_drift(name, drift); }
   void observe(role r, std::string_view name, const tensor_stats& s) { ensure_open(); recorder_.record(r, name, s); }
+  /// Any tensor the adapters take: a contiguous range, a `strided_view`, a `tensor_ref`, an
+  /// Eigen object (`<mldiag/adapters/eigen.hpp>`), a `torch::Tensor`
+  /// (`<mldiag/adapters/torch.hpp>`), a `dlib::tensor` (`<mldiag/adapters/dlib.hpp>`), or a
+  /// type of yours with a `view_traits` specialization.
   template <tensor V>
   void observe(role r, std::string_view name, const V& x) {
     ensure_open();
     recorder_.record(r, name, x);
+  }
+  /// Not a tensor: this overload exists to say why, at compile time.
+  template <class V>
+    requires(!tensor<V> && !std::is_same_v<V, tensor_stats>)
+  void observe(role, std::string_view, const V&) {
+    detail::explain_not_a_tensor<V>();
+  }
+
+  /// An evaluation (a validation or test loss) measured after step `step` closed — between
+  /// epochs, or after the last one. It joins that step's evidence (its snapshot's val_loss),
+  /// the detectors that read evaluations see it, attached reports get it at that step, and
+  /// the findings it raises are delivered and returned (valid until the next end_step or
+  /// evaluation). Throws while a step is open: a value measured inside a step is
+  /// `observe_val_loss`.
+  ///
+  /// **Example**
+  /// ```cpp
+  /// for (int epoch = 0; epoch < epochs; ++epoch) {
+  ///   for (auto& batch : loader) { ...; mon.end_step(); }
+  ///   mon.observe_evaluation(test_loss(model));  // at the epoch's last step
+  /// }
+  /// ```
+  std::span<const finding> observe_evaluation(std::int64_t step, double val_loss) {
+    if (open_) {
+      throw error("monitor::observe_evaluation: step " + std::to_string(recorder_.current().step) +
+                  " is open; call it after end_step(), or use observe_val_loss for the open step");
+    }
+    const snapshot& at = recorder_.record_evaluation(step, val_loss);
+    step_findings_.clear();
+    detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
+    for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
+    for (const auto& f : step_findings_) deliver(f);
+    return step_findings_;
+  }
+  /// An evaluation at the last closed step.
+  std::span<const finding> observe_evaluation(double val_loss) {
+    if (recorder_.past().empty() && !open_)
+      throw error("monitor::observe_evaluation: no step has closed yet; evaluate after the first end_step()");
+    return observe_evaluation(open_ ? recorder_.current().step : recorder_.past().back().step, val_loss);
   }
 
   /// Closes the step and runs the detectors. The returned findings stay valid until the
@@ -146,8 +212,34 @@ class monitor {
     for (auto& f : pending_) step_findings_.push_back(std::move(f));
     pending_.clear();
     mark_consequences(now.step);
+    for (auto& s : reports_) s->on_step(now, recorder_.names());
     for (const auto& f : step_findings_) deliver(f);
     return step_findings_;
+  }
+
+  /// Attaches a report (see monitor_sink); the monitor owns it from now on.
+  void attach(std::unique_ptr<monitor_sink> sink) { reports_.push_back(std::move(sink)); }
+
+  /// Ends the run: attached reports finish (an HTML report is written now). Called by the
+  /// destructor if not before, which prints a report's error to stderr instead of throwing;
+  /// call it yourself to get the error as an exception. A second call does nothing.
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    for (auto& s : reports_) s->on_finish(*this);
+  }
+
+  monitor(const monitor&) = delete;
+  monitor& operator=(const monitor&) = delete;
+  monitor(monitor&&) = default;
+  monitor& operator=(monitor&&) = default;
+  ~monitor() {
+    if (finished_ || reports_.empty()) return;
+    try {
+      finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    }
   }
 
   /// Steps after a run-breaking event was last seen during which later findings are still
@@ -178,6 +270,8 @@ class monitor {
   [[nodiscard]] std::size_t open_diagnoses() const noexcept { return diagnoses_.size(); }
   /// The question and symptom that opened diagnosis `i`.
   [[nodiscard]] const finding& opened_by(std::size_t i) const { return diagnoses_.at(i).first; }
+  /// Diagnosis `i` as it is, in phase 1 (its log says what opened it).
+  [[nodiscard]] const protocol::evidence_phase& open_diagnosis(std::size_t i) const { return diagnoses_.at(i).second; }
   /// Takes diagnosis `i` out of the monitor, to walk it through the method.
   [[nodiscard]] protocol::evidence_phase take_diagnosis(std::size_t i) {
     if (i >= diagnoses_.size()) {
@@ -226,6 +320,7 @@ class monitor {
 
   void deliver(const finding& f) {
     for (auto& s : sinks_) s(f);
+    for (auto& s : reports_) s->on_finding(f);
     if (f.severity < severity::warning) return;
     // The baseline keeps the first findings: bounded, so a fault that fires every step of a
     // long run does not grow memory.
@@ -241,11 +336,12 @@ class monitor {
   detectors::dynamic_set detectors_;
   std::vector<finding> step_findings_, all_findings_, pending_;
   std::vector<std::function<void(const finding&)>> sinks_;
+  std::vector<std::unique_ptr<monitor_sink>> reports_;
   std::vector<std::pair<finding, protocol::evidence_phase>> diagnoses_;
   std::int64_t next_step_ = 0;
   std::int64_t breaking_step_ = -1, breaking_last_ = -1;
   std::string breaking_symptom_;
-  bool open_ = false;
+  bool open_ = false, finished_ = false;
   static constexpr std::size_t max_kept_findings = 1024;
 };
 

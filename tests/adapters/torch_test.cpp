@@ -109,3 +109,96 @@ TEST_CASE("integer tensors are refused with a message") {
   CHECK_THROWS_WITH_AS((void)mldiag::compute_stats(torch::ones({3}, at::kInt)),
                        doctest::Contains("mldiag: torch adapter: dtype Int is not a floating-point type"), mldiag::error);
 }
+
+// The monitor takes torch tensors directly, and one call a step observes a module.
+#include "mldiag/monitor.hpp"
+
+namespace {
+double torch_norm(const at::Tensor& t) { return torch::linalg_vector_norm(t.to(at::kDouble), 2).item<double>(); }
+}  // namespace
+
+TEST_CASE("the monitor observes torch tensors as they are (no compute_stats)") {
+  static_assert(mldiag::tensor<at::Tensor>, "a torch::Tensor is an mldiag tensor with the adapter included");
+  torch::manual_seed(5);
+  const at::Tensor g = torch::randn({7, 9}).to(at::kBFloat16);
+  const at::Tensor strided = torch::randn({6, 10}, at::kDouble).t();  // not contiguous
+  mldiag::monitor mon;
+  mon.observe_loss(1.0);
+  mon.observe(mldiag::role::gradient, "fc.weight", g);
+  mon.observe(mldiag::role::activation, "fc.out", strided);
+  mon.end_step();
+  const auto& s = mon.evidence().current();
+  REQUIRE(s.gradients.size() == 1);
+  REQUIRE(s.activations.size() == 1);
+  CHECK(mon.evidence().names()[s.gradients[0].id] == "fc.weight");
+  CHECK(s.gradients[0].stats.l2_norm() == doctest::Approx(torch_norm(g)).epsilon(1e-12));
+  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(strided)).epsilon(1e-12));
+  CHECK(s.activations[0].stats.count == 60);
+}
+
+TEST_CASE("module_observer: parameters, gradients and updates of one step, against torch") {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(6, 12), torch::nn::ReLU(), torch::nn::Linear(12, 4));
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  mldiag::monitor mon;
+  mldiag::module_observer watch(*net);
+  std::vector<at::Tensor> before;
+  for (int step = 0; step < 3; ++step) {
+    before.clear();
+    for (const auto& p : net->parameters()) before.push_back(p.detach().clone());
+    opt.zero_grad();
+    const at::Tensor loss = net->forward(torch::randn({16, 6})).pow(2).mean();
+    loss.backward();
+    opt.step();
+    mon.observe_loss(loss.item<double>());
+    watch.observe(mon);
+    mon.end_step();
+  }
+  const auto& s = mon.evidence().current();
+  const auto params = net->named_parameters();
+  REQUIRE(s.parameters.size() == 4);
+  REQUIRE(s.gradients.size() == 4);
+  REQUIRE(s.updates.size() == 4);  // from the second call on
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& p = params[i].value();
+    CHECK(mon.evidence().names()[s.updates[i].id] == params[i].key());
+    CHECK(s.parameters[i].stats.l2_norm() == doctest::Approx(torch_norm(p)).epsilon(1e-12));
+    CHECK(s.gradients[i].stats.l2_norm() == doctest::Approx(torch_norm(p.grad())).epsilon(1e-12));
+    // The update is what this step's optimizer did: the parameters after minus before.
+    CHECK(s.updates[i].stats.l2_norm() == doctest::Approx(torch_norm(p.detach() - before[i])).epsilon(1e-6));
+  }
+  CHECK(s.has_grad_cosine);  // from the second step: consecutive gradients' cosine
+}
+
+namespace {
+struct tapped_net : torch::nn::Module {
+  tapped_net() : fc1(register_module("fc1", torch::nn::Linear(5, 8))), fc2(register_module("fc2", torch::nn::Linear(8, 2))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = tap("fc1.relu", torch::relu(fc1->forward(x)));
+    return fc2->forward(h);
+  }
+  torch::nn::Linear fc1, fc2;
+  mldiag::activation_tap tap;
+};
+}  // namespace
+
+TEST_CASE("activation_tap: a training forward's activations, not an evaluation's") {
+  torch::manual_seed(4);
+  tapped_net net;
+  const at::Tensor x = torch::randn({10, 5});
+  mldiag::monitor mon;
+  mon.observe_loss(1.0);
+  (void)net.forward(x);
+  {
+    torch::NoGradGuard evaluation;
+    (void)net.forward(torch::full({10, 5}, 100.0f));  // not recorded
+  }
+  net.tap.observe(mon);
+  mon.end_step();
+  const auto& s = mon.evidence().current();
+  REQUIRE(s.activations.size() == 1);
+  CHECK(mon.evidence().names()[s.activations[0].id] == "fc1.relu");
+  const at::Tensor h = torch::relu(net.fc1->forward(x)).detach();
+  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(h)).epsilon(1e-12));
+  CHECK(s.activations[0].stats.zeros == (h == 0).sum().item<std::int64_t>());
+}

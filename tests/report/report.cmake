@@ -1,3 +1,4 @@
 # SPDX-License-Identifier: Apache-2.0
 # Formatters, the text report and JSON Lines (written, read back, and read by Python).
 mldiag_add_doctest(report SOURCES ${CMAKE_CURRENT_LIST_DIR}/report_test.cpp LIBS mldiag::fmt)
+mldiag_add_doctest(report_attach SOURCES ${CMAKE_CURRENT_LIST_DIR}/attach_test.cpp LIBS mldiag::fmt)

@@ -50,6 +50,17 @@ inline dtype torch_dtype(const at::Tensor& t, std::string_view name) {
   return tensor_ref(name, t.data_ptr(), type, extents, strides, -1, where);
 }
 
+}  // namespace mldiag
+
+/// `torch::Tensor` is an mldiag tensor: `mon.observe(mldiag::role::gradient, name, p.grad())`
+/// reads it in place (CPU tensors; a CUDA tensor gets an error naming the CUDA kernels).
+template <>
+struct mldiag::view_traits<at::Tensor> {
+  static mldiag::tensor_ref view(const at::Tensor& t) { return mldiag::as_tensor_ref({}, t); }
+};
+
+namespace mldiag {
+
 /// Statistics of a CPU tensor (any of f64, f32, f16, bf16; contiguous or strided), in one
 /// pass, without a copy.
 [[nodiscard]] inline tensor_stats compute_stats(const at::Tensor& t) {
@@ -116,6 +127,131 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
   }
   return persist.finish_step();
 }
+
+/// What `module_observer` observes.
+struct module_observer_options {
+  bool parameters = true;  ///< role::parameter, every step
+  bool gradients = true;   ///< role::gradient, where a parameter has a .grad()
+  /// role::update (this call's parameters minus the previous call's): what the update-ratio
+  /// detector reads. Costs two copies of the parameters (previous values and a scratch for
+  /// the difference), allocated once on the first call.
+  bool updates = true;
+  /// The cosines between consecutive steps' gradients (gradient_cosines_of): the evidence for
+  /// gradients never zeroed. Costs at most `gradient_persistence::max_per_tensor` doubles
+  /// (4,096 by default) per parameter, twice.
+  bool gradient_cosines = true;
+};
+
+/// One call a step for a module: its parameters, gradients, updates and gradient cosines,
+/// observed on a monitor (or anything with the monitor's `observe` and `observe_grad_cosines`).
+/// Call it after `optimizer.step()` and before `zero_grad()`: the gradients are this step's,
+/// the parameters the updated ones, the update what this step's optimizer did. Names are
+/// `named_parameters()`'s (layer order for sequential models). CPU modules; for a CUDA module
+/// observe the kernels' statistics (docs/cuda.md).
+///
+/// **Example**
+/// ```cpp
+/// mldiag::module_observer watch(*model);   // once, after building the model
+/// for (...) {
+///   loss.backward(); opt.step();
+///   mon.observe_loss(loss.item<double>());
+///   watch.observe(mon);                    // parameters, gradients, updates, cosines
+///   mon.end_step();
+///   opt.zero_grad();
+/// }
+/// ```
+class module_observer {
+ public:
+  explicit module_observer(const torch::nn::Module& module, module_observer_options o = {})
+      : module_(&module), options_(o) {}
+
+  template <class Monitor>
+  void observe(Monitor& mon) {
+    torch::NoGradGuard no_grad;
+    const auto named = module_->named_parameters(/*recurse=*/true);
+    if (options_.updates && previous_.size() != named.size()) {
+      previous_.clear();
+      difference_.clear();
+      for (const auto& item : named) {
+        previous_.push_back(item.value().detach().clone());
+        difference_.push_back(torch::empty_like(item.value()));
+      }
+      first_ = true;
+    }
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const std::string& key = named[i].key();
+      const at::Tensor p = named[i].value().detach();
+      if (options_.gradients && named[i].value().grad().defined()) mon.observe(role::gradient, key, named[i].value().grad());
+      if (options_.parameters) mon.observe(role::parameter, key, p);
+      if (options_.updates) {
+        if (!first_) {
+          torch::sub_out(difference_[i], p, previous_[i]);
+          mon.observe(role::update, key, difference_[i]);
+        }
+        previous_[i].copy_(p);
+      }
+    }
+    first_ = false;
+    if (options_.gradient_cosines)
+      if (auto c = gradient_cosines_of(persist_, *module_)) mon.observe_grad_cosines(*c);
+  }
+
+ private:
+  const torch::nn::Module* module_;
+  module_observer_options options_;
+  std::vector<at::Tensor> previous_, difference_;
+  gradient_persistence persist_;
+  bool first_ = true;
+};
+
+/// Activations without forward hooks (LibTorch's C++ modules have none): the model holds a
+/// tap and passes values through it in `forward`; the tap keeps their statistics (computed in
+/// place, no copy) until `observe` hands them to the monitor. Only forward passes under grad
+/// mode are recorded (training, not `torch::NoGradGuard` evaluation), and every `every`-th
+/// call of `observe` (1 = each step) — a forward pass is one more read of each activation.
+///
+/// **Example**
+/// ```cpp
+/// struct net : torch::nn::Module {
+///   mldiag::activation_tap tap;
+///   torch::Tensor forward(torch::Tensor x) {
+///     x = tap("conv1.relu", torch::relu(conv1->forward(x)));
+///     return fc->forward(x.flatten(1));
+///   }
+/// };
+/// // in the loop, with the step open:
+/// model->tap.observe(mon);
+/// ```
+class activation_tap {
+ public:
+  explicit activation_tap(std::size_t every = 1) : every_(every == 0 ? 1 : every) {}
+
+  /// Records `x`'s statistics under `name` (a training forward pass only) and returns `x`.
+  const at::Tensor& operator()(std::string_view name, const at::Tensor& x) {
+    if (!enabled_ || !at::GradMode::is_enabled()) return x;
+    const tensor_stats s = compute_stats(x.detach());
+    for (auto& [n, v] : kept_)
+      if (n == name) {
+        v.merge(s);  // the same tap twice in one pass (a shared block): one tensor's statistics
+        return x;
+      }
+    kept_.emplace_back(std::string(name), s);
+    return x;
+  }
+
+  /// Hands the kept statistics to `mon` as role::activation and clears them.
+  template <class Monitor>
+  void observe(Monitor& mon) {
+    for (const auto& [n, v] : kept_) mon.observe(role::activation, n, v);
+    kept_.clear();
+    enabled_ = ++calls_ % every_ == 0;
+  }
+
+ private:
+  std::vector<std::pair<std::string, tensor_stats>> kept_;
+  std::size_t every_, calls_ = 0;
+  bool enabled_ = true;
+};
 
 /// Records an activation tensor from forward code (detached; no copy).
 inline void record_activation(recorder& rec, std::string_view name, const at::Tensor& activation) {

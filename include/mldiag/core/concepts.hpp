@@ -15,8 +15,11 @@ namespace mldiag {
 
 /// Customization point: specialize `view_traits<V>` with
 /// `static strided_view<T> view(const V&)` (or `static std::span<const T> view(const V&)`)
-/// to make a type of yours readable by every mldiag entry point, without a copy.
-/// `<mldiag/adapters/eigen.hpp>` does this for Eigen's dense types.
+/// to make a type of yours readable by every mldiag entry point, without a copy. A type whose
+/// element type is known only at run time returns an `mldiag::tensor_ref` instead (dtype,
+/// extents and strides as values). `<mldiag/adapters/eigen.hpp>` does this for Eigen's dense
+/// types, `<mldiag/adapters/torch.hpp>` for `torch::Tensor`, `<mldiag/adapters/dlib.hpp>` for
+/// `dlib::tensor`.
 ///
 /// **Example**
 /// ```cpp
@@ -32,6 +35,11 @@ struct view_traits;  // primary template: deliberately undefined
 template <element T>
 struct view_traits<strided_view<T>> {
   static const strided_view<T>& view(const strided_view<T>& v) noexcept { return v; }
+};
+
+template <>
+struct view_traits<tensor_ref> {
+  static const tensor_ref& view(const tensor_ref& t) noexcept { return t; }
 };
 
 namespace detail {
@@ -52,14 +60,16 @@ concept contiguous_tensor =
     std::ranges::contiguous_range<const V&> && std::ranges::sized_range<const V&> &&
     element<std::remove_cv_t<std::ranges::range_value_t<const V&>>>;
 
-/// A type with a `view_traits` specialization returning a `strided_view` or a span.
+/// A type with a `view_traits` specialization returning a `strided_view`, a span, or (element
+/// type known at run time) a `tensor_ref`.
 template <class V>
 concept adapted_tensor = requires(const V& v) {
   view_traits<std::remove_cvref_t<V>>::view(v);
   requires detail::is_strided_view<
                std::remove_cvref_t<decltype(view_traits<std::remove_cvref_t<V>>::view(v))>>::value ||
                detail::is_span_of_element<std::remove_cvref_t<
-                   decltype(view_traits<std::remove_cvref_t<V>>::view(v))>>::value;
+                   decltype(view_traits<std::remove_cvref_t<V>>::view(v))>>::value ||
+               std::is_same_v<std::remove_cvref_t<decltype(view_traits<std::remove_cvref_t<V>>::view(v))>, tensor_ref>;
 };
 
 /// Anything mldiag can read on the host: a contiguous tensor, a `strided_view`, or an
@@ -73,6 +83,8 @@ template <tensor V>
   if constexpr (contiguous_tensor<V>) {
     using T = std::remove_cv_t<std::ranges::range_value_t<const V&>>;
     return tensor_ref(name, std::span<const T>(std::ranges::data(x), std::ranges::size(x)));
+  } else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(view_traits<std::remove_cvref_t<V>>::view(x))>, tensor_ref>) {
+    return view_traits<std::remove_cvref_t<V>>::view(x).renamed(name);
   } else {
     return tensor_ref(name, view_traits<std::remove_cvref_t<V>>::view(x));
   }
@@ -97,9 +109,10 @@ constexpr void explain_not_a_tensor() {
   } else {
     static_assert(always_false<V>,
                   "mldiag: not a tensor; pass a contiguous range (data() and size()) of a "
-                  "supported element type, an mldiag::strided_view, or a type with a "
-                  "mldiag::view_traits specialization (Eigen: include "
-                  "<mldiag/adapters/eigen.hpp>)");
+                  "supported element type, an mldiag::strided_view, an mldiag::tensor_ref, or a "
+                  "type with a mldiag::view_traits specialization (Eigen: include "
+                  "<mldiag/adapters/eigen.hpp>; LibTorch: <mldiag/adapters/torch.hpp>; dlib: "
+                  "<mldiag/adapters/dlib.hpp>)");
   }
 }
 }  // namespace detail

@@ -69,6 +69,12 @@ class tensor_ref {
   }
 
   [[nodiscard]] std::string_view name() const noexcept { return name_; }
+  /// The same tensor under another name (the name is a view: `n` must outlive the copy).
+  [[nodiscard]] tensor_ref renamed(std::string_view n) const noexcept {
+    tensor_ref r = *this;
+    r.name_ = n;
+    return r;
+  }
   [[nodiscard]] const void* data() const noexcept { return data_; }
   [[nodiscard]] mldiag::dtype dtype() const noexcept { return dtype_; }
   [[nodiscard]] mldiag::device device() const noexcept { return device_; }

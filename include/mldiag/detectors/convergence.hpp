@@ -62,7 +62,7 @@ class non_finite {
         inf += t.stats.pos_inf + t.stats.neg_inf;
       }
     }
-    norm_run_ = bad_norm ? norm_run_ + 1 : 0;
+    norm_run_.observe(bad_norm, c_.sustain);
     if (!bad_loss && tensors == 0 && !bad_norm) return;
     finding f;
     f.question = question::convergence;
@@ -76,7 +76,7 @@ class non_finite {
       f.severity = severity::info;
     } else {
       f.symptom = symptoms::non_finite_grad_norm;
-      f.severity = norm_run_ >= c_.sustain ? severity::critical : severity::warning;
+      f.severity = norm_run_.run() >= c_.sustain ? severity::critical : severity::warning;
     }
     double rule = 0.0;  // the rule of the first place listed: the origin
     const auto add = [&](const char* prefix, const tensor_evidence& t, double r) {
@@ -91,7 +91,7 @@ class non_finite {
     if (bad_loss) f.evidence.emplace_back("loss", s.loss);
     if (s.has_grad_norm) f.evidence.emplace_back("grad_norm", s.grad_norm);
     if (bad_norm && s.has_loss) f.evidence.emplace_back("loss_finite", std::isfinite(s.loss) ? 1.0 : 0.0);
-    if (bad_norm) f.evidence.emplace_back("non_finite_norm_steps_in_a_row", static_cast<double>(norm_run_));
+    if (bad_norm) f.evidence.emplace_back("non_finite_norm_steps_in_a_row", static_cast<double>(norm_run_.run()));
     if (s.has_loss_scale) f.evidence.emplace_back("loss_scale", s.loss_scale);
     f.evidence.emplace_back("tensors_with_non_finite", static_cast<double>(tensors));
     f.evidence.emplace_back("nan", static_cast<double>(nan));
@@ -102,7 +102,7 @@ class non_finite {
 
  private:
   config c_;
-  std::size_t norm_run_ = 0;
+  onset norm_run_;  // steps in a row with a non-finite gradient norm
   double last_scale_ = 0.0;
 };
 
@@ -1315,6 +1315,15 @@ class train_val_gap {
       recent_.push(s.loss);
       if (!first_.full()) first_.push(s.loss);
     }
+    compare(o, out);
+  }
+  /// An evaluation recorded after its step closed: the same comparison, against the training
+  /// losses seen up to that step.
+  void observe_evaluation(const observation& o, std::vector<finding>& out) { compare(o, out); }
+
+ private:
+  void compare(const observation& o, std::vector<finding>& out) {
+    const snapshot& s = o.now;
     if (!s.has_val_loss || !std::isfinite(s.val_loss) || recent_.size() < recent_.capacity() / 2 + 1) return;
     const double train = recent_.mean(), scale = std::fabs(first_.mean());
     const double gap = s.val_loss - train;
@@ -1327,7 +1336,6 @@ class train_val_gap {
     }
   }
 
- private:
   config c_;
   signals::window recent_, first_;
   edge fired_;

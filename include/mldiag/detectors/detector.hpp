@@ -271,11 +271,18 @@ class static_set {
 };
 
 /// Any detector behind one type, for sets configured at run time.
+/// A detector that also reads evaluations (a validation loss recorded after its step closed,
+/// `monitor::observe_evaluation`): it has `observe_evaluation(observation, findings)`.
+template <class D>
+concept evaluates = requires(D& d, const observation& o, std::vector<finding>& out) { d.observe_evaluation(o, out); };
+
 class any_detector {
  public:
   template <detector D>
   explicit any_detector(D d) : self_(std::make_unique<model<D>>(std::move(d))) {}
   void observe(const observation& o, std::vector<finding>& out) { self_->observe(o, out); }
+  /// An evaluation recorded at a closed step (`o.now` is that step, with its val_loss).
+  void observe_evaluation(const observation& o, std::vector<finding>& out) { self_->observe_evaluation(o, out); }
   [[nodiscard]] std::string_view name() const { return self_->name(); }
   [[nodiscard]] std::size_t needs_losses() const { return self_->needs_losses(); }
 
@@ -283,6 +290,7 @@ class any_detector {
   struct concept_t {
     virtual ~concept_t() = default;
     virtual void observe(const observation& o, std::vector<finding>& out) = 0;
+    virtual void observe_evaluation(const observation& o, std::vector<finding>& out) = 0;
     [[nodiscard]] virtual std::string_view name() const = 0;
     [[nodiscard]] virtual std::size_t needs_losses() const = 0;
   };
@@ -290,6 +298,9 @@ class any_detector {
   struct model final : concept_t {
     explicit model(D d) : detector(std::move(d)) {}
     void observe(const observation& o, std::vector<finding>& out) override { detector.observe(o, out); }
+    void observe_evaluation(const observation& o, std::vector<finding>& out) override {
+      if constexpr (evaluates<D>) detector.observe_evaluation(o, out);
+    }
     [[nodiscard]] std::string_view name() const override { return detector.name(); }
     [[nodiscard]] std::size_t needs_losses() const override { return detectors::needs_losses(detector); }
     D detector;
@@ -323,6 +334,9 @@ class dynamic_set {
   }
   void observe(const observation& o, std::vector<finding>& out) {
     for (auto& d : all_) d.observe(o, out);
+  }
+  void observe_evaluation(const observation& o, std::vector<finding>& out) {
+    for (auto& d : all_) d.observe_evaluation(o, out);
   }
   [[nodiscard]] std::string_view name() const { return "dynamic_set"; }
   [[nodiscard]] std::size_t size() const noexcept { return all_.size(); }

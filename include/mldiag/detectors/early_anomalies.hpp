@@ -223,16 +223,16 @@ class expert_imbalance {
       if (enough && r.dead > 0 && (dead == nullptr || r.dead > dead->dead)) dead = &r;
       if (enough && r.max_over_mean > c_.max_over_mean && (busy == nullptr || r.max_over_mean > busy->max_over_mean)) busy = &r;
     }
-    collapsed_run_ = collapsed != nullptr ? collapsed_run_ + 1 : 0;
-    dead_run_ = dead != nullptr ? dead_run_ + 1 : 0;
-    busy_run_ = busy != nullptr ? busy_run_ + 1 : 0;
-    const bool warn_collapse = collapsed_run_ >= c_.sustain, warn_dead = dead_run_ >= std::max<std::size_t>(c_.dead_sustain, 1);
+    collapsed_.observe(collapsed != nullptr, c_.sustain);
+    dead_.observe(dead != nullptr, c_.dead_sustain);
+    busy_.observe(busy != nullptr, c_.sustain);
+    const bool warn_collapse = collapsed_.run() >= c_.sustain, warn_dead = dead_.run() >= std::max<std::size_t>(c_.dead_sustain, 1);
     const bool warn = warn_collapse || warn_dead;
-    const bool note = !warn && busy_run_ >= c_.sustain;
+    const bool note = !warn && busy_.run() >= c_.sustain;
     const bool new_warning = warned_.rise(warn), new_note = noted_.rise(note);
     if (!new_warning && !new_note) return;
     const router_evidence* worst = warn_collapse ? collapsed : warn_dead ? dead : busy;
-    const std::size_t held = warn_collapse ? collapsed_run_ : warn_dead ? dead_run_ : busy_run_;
+    const std::size_t held = warn_collapse ? collapsed_.run() : warn_dead ? dead_.run() : busy_.run();
     finding f = make_finding(question::early_anomaly, symptoms::expert_load_imbalance, new_warning ? severity::warning : severity::info,
                              o.now.step, name(),
                              {{"normalized_entropy", worst->normalized_entropy},
@@ -250,7 +250,8 @@ class expert_imbalance {
 
  private:
   config c_;
-  std::size_t collapsed_run_ = 0, dead_run_ = 0, busy_run_ = 0, seen_ = 0;
+  std::size_t seen_ = 0;
+  onset collapsed_, dead_, busy_;  // the runs of each rule (their lengths set the severity)
   edge warned_, noted_;
 };
 

@@ -54,8 +54,7 @@ class input_starvation {
     // the machine for a few steps stretches the loader's wait with it (the LibTorch
     // MNIST example, healthy, warned while a compile ran beside it).
     const double typical = shares_.full() ? shares_.median() : 0.0;
-    run_ = typical > c_.max_share ? run_ + 1 : 0;
-    if (fired_.rise(run_ >= c_.sustain)) {
+    if (onset_.observe(typical > c_.max_share, c_.sustain)) {
       finding f = make_finding(question::efficiency, symptoms::input_starvation, severity::warning, o.now.step, name(),
                                {{"data_wait_share", share}, {"median_share_in_window", typical}, {"data_wait_s", t.data_wait},
                                 {"step_s", t.total}, {"max_share", c_.max_share}});
@@ -68,8 +67,7 @@ class input_starvation {
  private:
   config c_;
   signals::window shares_;
-  std::size_t run_ = 0;
-  edge fired_;
+  onset onset_;
 };
 
 /// Q3: one layer dominates the step — among the layers timed in a step (at least three), one
@@ -99,7 +97,7 @@ class layer_dominates {
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& lt = o.now.layer_times;
     if (lt.size() < 3) {
-      run_ = 0;
+      onset_.reset();
       return;
     }
     double total = 0.0;
@@ -114,9 +112,8 @@ class layer_dominates {
     const double share = total > 0.0 ? lt[top].seconds / total : 0.0;
     const double ratio = median > 0.0 ? lt[top].seconds / median : 0.0;
     const bool dominating = share > c_.max_share && ratio > c_.min_ratio;
-    run_ = dominating && (run_ == 0 || lt[top].id == run_id_) ? run_ + 1 : (dominating ? 1 : 0);
-    run_id_ = lt[top].id;
-    if (fired_.rise(run_ >= c_.sustain)) {
+    // The state is the dominating layer (id + 1): another layer dominating is a new run.
+    if (onset_.observe(dominating ? static_cast<int>(lt[top].id) + 1 : 0, c_.sustain)) {
       finding f = make_finding(question::efficiency, symptoms::layer_dominates, severity::warning, o.now.step,
                                name(), {{"share_of_layer_time", share}, {"ratio_to_median_layer", ratio},
                                         {"layer_s", lt[top].seconds}});
@@ -137,9 +134,7 @@ class layer_dominates {
   }
 
   config c_;
-  std::size_t run_ = 0;
-  std::uint32_t run_id_ = 0;
-  edge fired_;
+  onset onset_;
   std::vector<double> times_;  // scratch: grows to the number of layers once
 };
 
@@ -147,10 +142,6 @@ namespace detail {
 
 // The Q3 detectors' warm-up/sustain logic is the shared onset primitive (detector.hpp).
 using onset = detectors::onset;
-
-[[nodiscard]] inline std::int64_t run_start(std::int64_t step, std::size_t run) noexcept {
-  return step - static_cast<std::int64_t>(run) + 1;
-}
 
 }  // namespace detail
 
@@ -206,7 +197,7 @@ class low_mfu {
                                       {"band_low", band == 1 ? 0.0 : c_.low},
                                       {"band_high", band == 1 ? c_.low : c_.moderate}});
     if (from_mfu && !std::isnan(e.tensor_core_activity)) f.evidence.emplace_back("tensor_core_activity", e.tensor_core_activity);
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("step", v);
     out.push_back(std::move(f));
   }
@@ -260,7 +251,7 @@ class throughput_below_target {
     finding f = make_finding(question::efficiency, symptoms::throughput_below_target, severity::info, o.now.step, name(),
                              {{"throughput_fraction", ratio}, {"throughput", e.throughput}, {"target", e.throughput_target}});
     if (!std::isnan(e.mfu)) f.evidence.emplace_back("mfu", e.mfu);
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("step", ratio);
     out.push_back(std::move(f));
   }
@@ -332,7 +323,7 @@ class communication_overhead {
       f.evidence.emplace_back("link_bandwidth", e.link_bandwidth);
       f.evidence.emplace_back("bandwidth_fraction", fraction);
     }
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("communication", share);
     out.push_back(std::move(f));
   }
@@ -383,7 +374,7 @@ class memory_pressure {
                              {{"fill", fill}, {"capacity", m.capacity}, {"max_fill", c_.max_fill}});
     for (const auto& [key, v] : {std::pair{"allocated", m.allocated}, std::pair{"reserved", m.reserved}, std::pair{"used", m.used}})
       if (!std::isnan(v)) f.evidence.emplace_back(key, v);
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("device_memory", fill);
     out.push_back(std::move(f));
   }
@@ -450,7 +441,7 @@ class memory_fragmentation {
       f.evidence.emplace_back("largest_free_block", m.largest_free_block);
       f.evidence.emplace_back("block_fraction", block_fraction);
     }
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("allocator", frag);
     out.push_back(std::move(f));
   }
@@ -678,7 +669,7 @@ class straggler {
     finding f = make_finding(question::efficiency, symptoms::straggler, severity::warning, o.now.step, name(),
                              {{"ratio_to_median_rank", ratio}, {"rank", static_cast<double>(slowest)},
                               {"rank_s", t[slowest]}, {"median_rank_s", median}, {"ranks", static_cast<double>(t.size())}});
-    f.first_step = detail::run_start(o.now.step, onset_.run());
+    f.first_step = onset_.start(o.now.step);
     f.where.emplace_back("rank " + std::to_string(slowest), ratio);
     out.push_back(std::move(f));
   }

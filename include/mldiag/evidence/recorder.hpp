@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,15 @@ class history {
   /// The i-th snapshot, oldest first.
   [[nodiscard]] const snapshot& operator[](std::size_t i) const noexcept { return ring_[(start_ + i) % ring_.size()]; }
   [[nodiscard]] const snapshot& back() const noexcept { return (*this)[size_ - 1]; }
+  /// The kept snapshot of `step`, or nullptr when it is not (or no longer) kept.
+  [[nodiscard]] snapshot* find(std::int64_t step) noexcept {
+    for (std::size_t i = size_; i-- > 0;) {
+      snapshot& s = ring_[(start_ + i) % ring_.size()];
+      if (s.step == step) return &s;
+      if (s.step < step) break;  // steps increase
+    }
+    return nullptr;
+  }
 
  private:
   std::vector<snapshot> ring_;
@@ -196,6 +206,12 @@ class recorder {
   void record(role r, std::string_view name, const V& x) {
     record(r, name, compute_stats(x));
   }
+  /// Not a tensor: this overload exists to say why, at compile time.
+  template <class V>
+    requires(!tensor<V> && !std::is_same_v<V, tensor_stats>)
+  void record(role, std::string_view, const V&) {
+    detail::explain_not_a_tensor<V>();
+  }
   /// Relative drift of a parameter from its initialization (see drift_tracker).
   void record_drift(std::string_view name, double relative_drift) {
     require_open("record_drift");
@@ -239,6 +255,32 @@ class recorder {
     if (hook_) hook_(current_, names_);
     history_.push(current_);
     return current_;
+  }
+
+  /// An evaluation of a closed step (a validation loss measured after it): sets the val_loss
+  /// of its snapshot in the history and returns the snapshot. Throws mldiag::error while a
+  /// step is open (record the open step's with record_val_loss) or when `step` is not kept.
+  const snapshot& record_evaluation(std::int64_t step, double val_loss) {
+    if (open_) {
+      throw error("recorder::record_evaluation: step " + std::to_string(current_.step) +
+                  " is open; record an evaluation after end_step(), or the open step's with record_val_loss");
+    }
+    snapshot* s = history_.find(step);
+    if (s == nullptr) {
+      throw error("recorder::record_evaluation: step " + std::to_string(step) +
+                  " is not in the history (" +
+                  (history_.empty() ? std::string("no step closed yet")
+                                    : "it keeps steps " + std::to_string(history_[0].step) + " to " +
+                                          std::to_string(history_.back().step)) +
+                  "); record evaluations at a closed step that is still kept");
+    }
+    s->has_val_loss = true;
+    s->val_loss = val_loss;
+    if (current_.step == step) {
+      current_.has_val_loss = true;
+      current_.val_loss = val_loss;
+    }
+    return *s;
   }
 
   /// Runs `hook` on each finished snapshot before it joins the history (and before the

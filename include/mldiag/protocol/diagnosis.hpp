@@ -320,7 +320,7 @@ class diagnosis {
   template <class D = void>
   [[nodiscard]] auto where() const {
     if constexpr (!allows<P, events::look>) return refuse<events::look, D>();
-    else return localize(s_->current);
+    else return localize(s_->current, s_->focus);
   }
 
   /// Phase 2: the pattern-table rows whose signature the evidence matches, most matching
@@ -330,8 +330,14 @@ class diagnosis {
   [[nodiscard]] auto candidates() const {
     if constexpr (!allows<P, events::look>) return refuse<events::look, D>();
     else {
+      // A row qualifies by the diagnosis's own symptoms (the focus); the run's other findings
+      // only rank the qualified rows (co-occurring evidence), so each diagnosis gets its own
+      // candidates.
       std::vector<std::pair<int, const pattern_row*>> ranked;
       for (const auto& r : pattern_tables) {
+        const bool qualified = s_->focus.empty() || std::any_of(s_->focus.begin(), s_->focus.end(),
+                                                                [&](const std::string& f) { return matches(r, f); });
+        if (!qualified) continue;
         int hits = 0;
         for (const auto& f : s_->current.findings) hits += matches(r, f.symptom) ? 1 : 0;
         if (hits == 0) continue;
@@ -471,7 +477,12 @@ inline evidence_phase diagnose(question q, std::vector<finding> opened_by) {
   for (const auto& f : opened_by)
     if (std::find(s->focus.begin(), s->focus.end(), f.symptom) == s->focus.end()) s->focus.push_back(f.symptom);
   s->current.findings = std::move(opened_by);
-  s->log.push_back({phase_id::evidence, "opened for " + std::string(name(q))});
+  std::string opened = "opened for " + std::string(name(q));
+  if (!s->current.findings.empty()) {
+    const finding& f = s->current.findings.front();
+    opened += ": " + f.symptom + (f.first_step >= 0 ? " since step " + std::to_string(f.first_step) : std::string());
+  }
+  s->log.push_back({phase_id::evidence, std::move(opened)});
   return evidence_phase(std::move(s));
 }
 

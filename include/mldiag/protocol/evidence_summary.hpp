@@ -135,10 +135,17 @@ struct localization {
   return substructure_name(patterns.classify(name));
 }
 
-[[nodiscard]] inline localization localize(const evidence_summary& e) {
+/// Localizes the findings of `e` whose symptom is in `focus` (all of them when `focus` is
+/// empty, or when none matches): a diagnosis localizes its own symptom, not the whole run's.
+[[nodiscard]] inline localization localize(const evidence_summary& e, std::span<const std::string> focus = {}) {
   localization l;
+  const auto in_focus = [&](const finding& f) {
+    return std::find(focus.begin(), focus.end(), f.symptom) != focus.end();
+  };
+  const bool filter = std::any_of(e.findings.begin(), e.findings.end(), in_focus);
   std::int64_t first = -1, covered = 0;
   for (const auto& f : e.findings) {
+    if (filter && !in_focus(f)) continue;
     if (first < 0 || f.first_step < first) first = f.first_step;
     covered += f.last_step - f.first_step + 1;
     for (const auto& [name, score] : f.where) {

@@ -182,9 +182,19 @@ class jsonl_sink {
   }
 
   /// The step the recorder just closed.
-  void step(const recorder& rec) {
+  void step(const recorder& rec) { step(rec.current(), rec.names()); }
+  /// A closed step's snapshot.
+  void step(const snapshot& s, const name_table& names) {
     line_.clear();
-    append_step_line(line_, rec.current(), rec.names());
+    append_step_line(line_, s, names);
+    write();
+  }
+  /// An evaluation at a closed step: `{"step":N,"val_loss":v}`, after that step's line (the
+  /// reader adds it to the step).
+  void evaluation(std::int64_t step, double val_loss) {
+    line_ = fmt::format("{{\"step\":{},\"val_loss\":", step);
+    detail::append_number(line_, val_loss);
+    line_ += '}';
     write();
   }
   /// A finding delivered at `step`.
@@ -315,10 +325,14 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
       log.findings.push_back({s, detail::parse_finding(*f, where)});
       continue;
     }
-    if (log.steps.empty() || log.steps.back() != s) log.add_step(s);
+    // A line of an earlier step still among the last steps (an evaluation recorded after
+    // later steps closed) adds to that step; any other step is a new row.
+    std::size_t row = log.steps.size();
+    while (row > 0 && log.steps.size() - row < 1024 && log.steps[row - 1] > s) --row;
+    if (row == 0 || log.steps[row - 1] != s) row = log.add_step(s) + 1;
     for (const auto& [key, value] : v.members()) {
       if (key == "step" || !value.is_number()) continue;
-      log.set(key, value.number());
+      log.metric_values[log.column(key)][row - 1] = value.number();
     }
   }
   if (!header && log.steps.empty() && log.findings.empty())
