@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-# Checks that the code between the "// [walkthrough]" markers of EXAMPLE appears, line for
-# line (leading spaces folded), in DOC: documentation snippets come from code that runs.
+# Checks that the code between the "// [MARKER]" markers of EXAMPLE (MARKER: walkthrough
+# unless given) appears, line for line (leading spaces folded), in DOC: documentation snippets
+# come from code that runs.
+if(NOT DEFINED MARKER)
+  set(MARKER walkthrough)
+endif()
 file(STRINGS "${EXAMPLE}" example_lines)
 set(inside FALSE)
 set(snippet "")
 foreach(line IN LISTS example_lines)
   string(STRIP "${line}" stripped)
-  if(stripped STREQUAL "// [walkthrough]")
+  if(stripped STREQUAL "// [${MARKER}]")
     if(inside)
       break()
     endif()
@@ -25,6 +29,6 @@ foreach(line IN LISTS doc_lines)
 endforeach()
 string(FIND "${doc_text}" "${snippet}" at)
 if(snippet STREQUAL "" OR at EQUAL -1)
-  message(FATAL_ERROR "${DOC} does not contain the [walkthrough] code of ${EXAMPLE}; copy it again")
+  message(FATAL_ERROR "${DOC} does not contain the [${MARKER}] code of ${EXAMPLE}; copy it again")
 endif()
 message(STATUS "docs snippet matches ${EXAMPLE}")

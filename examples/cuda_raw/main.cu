@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   for (int l = 0; l < layers; ++l)
     watched.emplace_back(names[l], d_w[l], std::int64_t{out * in}, mldiag::dtype::f32, mldiag::device::cuda(0));
 
+  // [integration]
   // The plan: sized once, workspace owned here, tables uploaded once.
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "stream");
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // [integration]
   check(cudaStreamSynchronize(stream), "sync");
 
   // The device statistics against the host engine on the same bytes (the last step's weights).

@@ -249,6 +249,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();
+    // [integration]
     mon.begin_step(step);
     mon.observe_loss(loss);
     mon.observe_lr(lr);
@@ -268,6 +269,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       mon.observe_layer_time(n, layer_seconds[static_cast<std::size_t>(l)]);
     }
     mon.observe(mldiag::role::activation, "logits", loss_input);
+    // [integration]
     close_step(r, o, mon, step, loss);
     monitor_seconds += since(tm);
   }

@@ -2,9 +2,10 @@
 /// `monitor`: the one object for a training loop — evidence, detectors, findings, diagnoses.
 #pragma once
 
+#include "mldiag/core/compiled.hpp"
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/dtype.hpp"
-#include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/detectors/registry.hpp"  // the detectors themselves only in header-only builds
 #include "mldiag/detectors/configuration.hpp"
 #include "mldiag/detectors/finding.hpp"
 #include "mldiag/evidence/persistence.hpp"
@@ -87,18 +88,7 @@ class monitor_sink {
 /// ```
 class monitor {
  public:
-  explicit monitor(monitor_config c = {}) : config_(std::move(c)), recorder_(config_.history) {
-    std::vector<detector_entry> entries = config_.detectors;
-    if (entries.empty())
-      for (auto n : detectors::detector_names) entries.emplace_back(std::string(n));
-    for (auto& e : entries) {
-      // The detectors that need the number of classes get it, unless the entry set its own.
-      if (config_.classes > 1 && (e.name == detectors::initial_loss::about.name || e.name == detectors::chance_level::about.name))
-        e.parameters.try_emplace("classes", config_.classes);
-      add(detectors::make_detector(e.name, e.parameters));
-    }
-    step_findings_.reserve(16);
-  }
+  explicit monitor(monitor_config c = {});
 
   /// Adds a detector — your own (anything that models `detectors::detector`) or a configured
   /// one (`detectors::make_detector(name, parameters)`). One of the same name is replaced in
@@ -182,18 +172,7 @@ class monitor {
   ///   mon.observe_evaluation(test_loss(model));  // at the epoch's last step
   /// }
   /// ```
-  std::span<const finding> observe_evaluation(std::int64_t step, double val_loss) {
-    if (open_) {
-      throw error("monitor::observe_evaluation: step " + std::to_string(recorder_.current().step) +
-                  " is open; call it after end_step(), or use observe_val_loss for the open step");
-    }
-    const snapshot& at = recorder_.record_evaluation(step, val_loss);
-    step_findings_.clear();
-    detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
-    for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
-    for (const auto& f : step_findings_) deliver(f);
-    return step_findings_;
-  }
+  std::span<const finding> observe_evaluation(std::int64_t step, double val_loss);
   /// An evaluation at the last closed step.
   std::span<const finding> observe_evaluation(double val_loss) {
     if (recorder_.past().empty() && !open_)
@@ -203,19 +182,7 @@ class monitor {
 
   /// Closes the step and runs the detectors. The returned findings stay valid until the
   /// next end_step(). Allocates nothing on a step where nothing fires (after warm-up).
-  std::span<const finding> end_step() {
-    ensure_open();
-    open_ = false;
-    step_findings_.clear();
-    const snapshot& now = recorder_.end_step();
-    detectors_.observe({now, recorder_.past(), recorder_.names()}, step_findings_);
-    for (auto& f : pending_) step_findings_.push_back(std::move(f));
-    pending_.clear();
-    mark_consequences(now.step);
-    for (auto& s : reports_) s->on_step(now, recorder_.names());
-    for (const auto& f : step_findings_) deliver(f);
-    return step_findings_;
-  }
+  std::span<const finding> end_step();
 
   /// Attaches a report (see monitor_sink); the monitor owns it from now on.
   void attach(std::unique_ptr<monitor_sink> sink) { reports_.push_back(std::move(sink)); }
@@ -223,24 +190,13 @@ class monitor {
   /// Ends the run: attached reports finish (an HTML report is written now). Called by the
   /// destructor if not before, which prints a report's error to stderr instead of throwing;
   /// call it yourself to get the error as an exception. A second call does nothing.
-  void finish() {
-    if (finished_) return;
-    finished_ = true;
-    for (auto& s : reports_) s->on_finish(*this);
-  }
+  void finish();
 
   monitor(const monitor&) = delete;
   monitor& operator=(const monitor&) = delete;
   monitor(monitor&&) = default;
   monitor& operator=(monitor&&) = default;
-  ~monitor() {
-    if (finished_ || reports_.empty()) return;
-    try {
-      finish();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-    }
-  }
+  ~monitor();
 
   /// Steps after a run-breaking event was last seen during which later findings are still
   /// marked as its consequences (finding::consequence_of).
@@ -249,13 +205,7 @@ class monitor {
   /// L0: checks a static training configuration before the first step
   /// (`detectors::check_configuration`); the findings are delivered, and open diagnoses, like
   /// runtime ones. A configured learning rate becomes configured_lr's peak from now on.
-  std::vector<finding> check_configuration(const training_config& c) {
-    std::vector<finding> out = detectors::check_configuration(c);
-    if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
-      detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
-    for (const auto& f : out) deliver(f);
-    return out;
-  }
+  std::vector<finding> check_configuration(const training_config& c);
 
   /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
   void add_sink(std::function<void(const finding&)> sink) { sinks_.push_back(std::move(sink)); }
@@ -273,23 +223,13 @@ class monitor {
   /// Diagnosis `i` as it is, in phase 1 (its log says what opened it).
   [[nodiscard]] const protocol::evidence_phase& open_diagnosis(std::size_t i) const { return diagnoses_.at(i).second; }
   /// Takes diagnosis `i` out of the monitor, to walk it through the method.
-  [[nodiscard]] protocol::evidence_phase take_diagnosis(std::size_t i) {
-    if (i >= diagnoses_.size()) {
-      throw error("monitor::take_diagnosis: index " + std::to_string(i) + " but " +
-                  std::to_string(diagnoses_.size()) + " diagnoses are open");
-    }
-    auto dx = std::move(diagnoses_[i].second);
-    diagnoses_.erase(diagnoses_.begin() + static_cast<std::ptrdiff_t>(i));
-    return dx;
-  }
+  [[nodiscard]] protocol::evidence_phase take_diagnosis(std::size_t i);
 
   [[nodiscard]] const recorder& evidence() const noexcept { return recorder_; }
   /// The detectors the monitor runs, in order.
   [[nodiscard]] const detectors::dynamic_set& detector_set() const noexcept { return detectors_; }
   /// The phase-1 baseline of the run so far: its findings, recent loss, obvious checks.
-  [[nodiscard]] protocol::evidence_summary baseline() const {
-    return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.classes));
-  }
+  [[nodiscard]] protocol::evidence_summary baseline() const;
 
  private:
   void ensure_open() {
@@ -299,37 +239,9 @@ class monitor {
   // from that step on (while it was seen in the last consequence_horizon steps) is downstream
   // of it — vanishing gradients from the zeros left in NaN gradients, an update ratio of NaN
   // parameters — and is marked so instead of being reported as a cause.
-  void mark_consequences(std::int64_t step) {
-    // The run-breaking evidence itself is never a consequence; its critical findings start the horizon.
-    const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == symptoms::missing_loss_value; };
-    for (const auto& f : step_findings_) {
-      if (f.severity != severity::critical || !breaking_kind(f)) continue;
-      if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {
-        breaking_step_ = step;
-        breaking_symptom_ = f.symptom;
-      }
-      breaking_last_ = step;
-    }
-    if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) return;
-    for (auto& f : step_findings_) {
-      if (breaking_kind(f)) continue;
-      f.consequence_of = breaking_symptom_;
-      f.consequence_of_step = breaking_step_;
-    }
-  }
+  void mark_consequences(std::int64_t step);
 
-  void deliver(const finding& f) {
-    for (auto& s : sinks_) s(f);
-    for (auto& s : reports_) s->on_finding(f);
-    if (f.severity < severity::warning) return;
-    // The baseline keeps the first findings: bounded, so a fault that fires every step of a
-    // long run does not grow memory.
-    if (all_findings_.size() < max_kept_findings) all_findings_.push_back(f);
-    if (f.is_consequence()) return;  // evidence of the breaking event, not a cause of its own
-    for (const auto& [opened, dx] : diagnoses_)
-      if (opened.question == f.question && opened.symptom == f.symptom) return;
-    diagnoses_.emplace_back(f, protocol::diagnose(f.question, {f}));
-  }
+  void deliver(const finding& f);
 
   monitor_config config_;
   recorder recorder_;
@@ -344,5 +256,116 @@ class monitor {
   bool open_ = false, finished_ = false;
   static constexpr std::size_t max_kept_findings = 1024;
 };
+
+// The monitor's costly members: inline, or compiled once (core/compiled.hpp).
+#if MLDIAG_DEFINE_COMPILED
+MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)), recorder_(config_.history) {
+  std::vector<detector_entry> entries = config_.detectors;
+  if (entries.empty())
+    for (auto n : detectors::default_detector_names()) entries.emplace_back(std::string(n));
+  for (auto& e : entries) {
+    // The detectors that take the number of classes get it, unless the entry set its own.
+    if (config_.classes > 1 && detectors::has_parameter(e.name, "classes")) e.parameters.try_emplace("classes", config_.classes);
+    add(detectors::make_detector(e.name, e.parameters));
+  }
+  step_findings_.reserve(16);
+}
+
+MLDIAG_COMPILED_INLINE std::span<const finding> monitor::observe_evaluation(std::int64_t step, double val_loss) {
+  if (open_) {
+    throw error("monitor::observe_evaluation: step " + std::to_string(recorder_.current().step) +
+                " is open; call it after end_step(), or use observe_val_loss for the open step");
+  }
+  const snapshot& at = recorder_.record_evaluation(step, val_loss);
+  step_findings_.clear();
+  detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
+  for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
+  for (const auto& f : step_findings_) deliver(f);
+  return step_findings_;
+}
+
+MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
+  ensure_open();
+  open_ = false;
+  step_findings_.clear();
+  const snapshot& now = recorder_.end_step();
+  detectors_.observe({now, recorder_.past(), recorder_.names()}, step_findings_);
+  for (auto& f : pending_) step_findings_.push_back(std::move(f));
+  pending_.clear();
+  mark_consequences(now.step);
+  for (auto& s : reports_) s->on_step(now, recorder_.names());
+  for (const auto& f : step_findings_) deliver(f);
+  return step_findings_;
+}
+
+MLDIAG_COMPILED_INLINE std::vector<finding> monitor::check_configuration(const training_config& c) {
+  std::vector<finding> out = detectors::check_configuration(c);
+  if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
+    detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
+  for (const auto& f : out) deliver(f);
+  return out;
+}
+
+MLDIAG_COMPILED_INLINE void monitor::finish() {
+  if (finished_) return;
+  finished_ = true;
+  for (auto& s : reports_) s->on_finish(*this);
+}
+
+MLDIAG_COMPILED_INLINE monitor::~monitor() {
+  if (finished_ || reports_.empty()) return;
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+}
+
+MLDIAG_COMPILED_INLINE protocol::evidence_phase monitor::take_diagnosis(std::size_t i) {
+  if (i >= diagnoses_.size()) {
+    throw error("monitor::take_diagnosis: index " + std::to_string(i) + " but " +
+                std::to_string(diagnoses_.size()) + " diagnoses are open");
+  }
+  auto dx = std::move(diagnoses_[i].second);
+  diagnoses_.erase(diagnoses_.begin() + static_cast<std::ptrdiff_t>(i));
+  return dx;
+}
+
+MLDIAG_COMPILED_INLINE protocol::evidence_summary monitor::baseline() const {
+  return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.classes));
+}
+
+MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step) {
+  // The run-breaking evidence itself is never a consequence; its critical findings start the horizon.
+  const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == symptoms::missing_loss_value; };
+  for (const auto& f : step_findings_) {
+    if (f.severity != severity::critical || !breaking_kind(f)) continue;
+    if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {
+      breaking_step_ = step;
+      breaking_symptom_ = f.symptom;
+    }
+    breaking_last_ = step;
+  }
+  if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) return;
+  for (auto& f : step_findings_) {
+    if (breaking_kind(f)) continue;
+    f.consequence_of = breaking_symptom_;
+    f.consequence_of_step = breaking_step_;
+  }
+}
+
+MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
+  for (auto& s : sinks_) s(f);
+  for (auto& s : reports_) s->on_finding(f);
+  if (f.severity < severity::warning) return;
+  // The baseline keeps the first findings: bounded, so a fault that fires every step of a
+  // long run does not grow memory.
+  if (all_findings_.size() < max_kept_findings) all_findings_.push_back(f);
+  if (f.is_consequence()) return;  // evidence of the breaking event, not a cause of its own
+  for (const auto& [opened, dx] : diagnoses_)
+    if (opened.question == f.question && opened.symptom == f.symptom) return;
+  diagnoses_.emplace_back(f, protocol::diagnose(f.question, {f}));
+}
+#endif
 
 }  // namespace mldiag

@@ -34,6 +34,11 @@ run("${WORK_DIR}/build/consumer")
 if(NOT last_output MATCHES "l2_norm=25\\.4950975")
   message(FATAL_ERROR "package test (${MODE}): the consumer printed the wrong norm")
 endif()
+# mldiag::compiled: the monitor with the registry compiled into the program.
+run("${WORK_DIR}/build/consumer_monitor")
+if(NOT last_output MATCHES "consumer_monitor: non-finite gradient found")
+  message(FATAL_ERROR "package test (${MODE}): consumer_monitor printed the wrong line")
+endif()
 # Where the CUDA part is defined, the consumer also includes a .cuh header through mldiag::cuda.
 if(EXISTS "${WORK_DIR}/build/consumer_cuda")
   run("${WORK_DIR}/build/consumer_cuda")

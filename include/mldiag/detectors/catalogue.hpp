@@ -4,6 +4,7 @@
 
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
+#include "mldiag/detectors/registry.hpp"
 #include "mldiag/detectors/convergence.hpp"
 #include "mldiag/detectors/early_anomalies.hpp"
 #include "mldiag/detectors/efficiency.hpp"
@@ -127,21 +128,39 @@ constexpr bool names_unique() {
 }  // namespace detail
 static_assert(detail::names_unique(), "mldiag: two detectors of the catalogue have the same name");
 
-/// The detectors configured by name, with named parameters (unknown names and parameters are
-/// errors that list what exists). The parameters are the fields of each detector's config.
-[[nodiscard]] inline any_detector make_detector(std::string_view n, const parameters& p = {}) {
+namespace detail {
+template <class... Ds>
+constexpr bool has_parameter_of(detector_list<Ds...>, std::string_view n, std::string_view parameter) noexcept {
+  bool found = false;
+  const auto check = [&](std::string_view name, const auto& fields) {
+    if (name != n) return;
+    for (const auto& f : fields) found = found || f.name == parameter;
+  };
+  (check(Ds::about.name, Ds::config::fields()), ...);
+  return found;
+}
+}  // namespace detail
+
+// The registry's definitions (declared in registry.hpp): inline, or compiled once.
+#if MLDIAG_DEFINE_COMPILED
+MLDIAG_COMPILED_INLINE any_detector make_detector(std::string_view n, const parameters& p) {
   if (auto d = detail::make_named(all_detectors{}, n, p)) return std::move(*d);
   std::string list;
   for (auto name : detector_names) list += (list.empty() ? "" : ", ") + std::string(name);
   throw error("make_detector: no detector named '" + std::string(n) + "'; there are: " + list);
 }
 
-/// The default set: every detector with its defaults, in `detector_names` order
-/// (initial_loss and chance_level stay silent until they are given the number of classes).
-[[nodiscard]] inline dynamic_set default_set() {
+MLDIAG_COMPILED_INLINE dynamic_set default_set() {
   dynamic_set set;
   for (auto n : detector_names) set.add(make_detector(n));
   return set;
 }
+
+MLDIAG_COMPILED_INLINE std::span<const std::string_view> default_detector_names() noexcept { return detector_names; }
+
+MLDIAG_COMPILED_INLINE bool has_parameter(std::string_view name, std::string_view parameter) noexcept {
+  return detail::has_parameter_of(all_detectors{}, name, parameter);
+}
+#endif
 
 }  // namespace mldiag::detectors

@@ -2,6 +2,7 @@
 /// `compute_stats`: the statistics of one host tensor, in one pass over its memory.
 #pragma once
 
+#include "mldiag/core/compiled.hpp"
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
@@ -38,10 +39,13 @@ inline tensor_stats tensor_stats_serial(const tensor_ref& t) noexcept {
 
 /// Statistics of a host tensor of any dtype, contiguous or strided, on the calling thread.
 /// Throws `mldiag::error` for a tensor in device memory.
-[[nodiscard]] inline tensor_stats compute_stats(const tensor_ref& t) {
+[[nodiscard]] MLDIAG_COMPILED_INLINE tensor_stats compute_stats(const tensor_ref& t);
+#if MLDIAG_DEFINE_COMPILED
+MLDIAG_COMPILED_INLINE tensor_stats compute_stats(const tensor_ref& t) {
   detail::require_host(t, "compute_stats");
   return detail::tensor_stats_serial(t);
 }
+#endif
 
 /// Statistics of anything mldiag reads on the host: a contiguous range (`std::vector`,
 /// `std::span`, ...) of `double`, `float`, `half`, `bfloat16`, `float8_e4m3`, `float8_e5m2`,
