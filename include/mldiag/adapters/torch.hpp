@@ -230,26 +230,30 @@ class activation_tap {
   const at::Tensor& operator()(std::string_view name, const at::Tensor& x) {
     if (!enabled_ || !at::GradMode::is_enabled()) return x;
     const tensor_stats s = compute_stats(x.detach());
-    for (auto& [n, v] : kept_)
-      if (n == name) {
-        v.merge(s);  // the same tap twice in one pass (a shared block): one tensor's statistics
+    for (std::size_t i = 0; i < used_; ++i)
+      if (kept_[i].first == name) {
+        kept_[i].second.merge(s);  // the same tap twice in one pass (a shared block): one tensor
         return x;
       }
-    kept_.emplace_back(std::string(name), s);
+    // Slots are reused step to step (a name's string keeps its capacity): no allocation once
+    // every tap has been seen.
+    if (used_ == kept_.size()) kept_.emplace_back();
+    kept_[used_].first.assign(name);
+    kept_[used_++].second = s;
     return x;
   }
 
   /// Hands the kept statistics to `mon` as role::activation and clears them.
   template <class Monitor>
   void observe(Monitor& mon) {
-    for (const auto& [n, v] : kept_) mon.observe(role::activation, n, v);
-    kept_.clear();
+    for (std::size_t i = 0; i < used_; ++i) mon.observe(role::activation, kept_[i].first, kept_[i].second);
+    used_ = 0;
     enabled_ = ++calls_ % every_ == 0;
   }
 
  private:
   std::vector<std::pair<std::string, tensor_stats>> kept_;
-  std::size_t every_, calls_ = 0;
+  std::size_t used_ = 0, every_, calls_ = 0;
   bool enabled_ = true;
 };
 
