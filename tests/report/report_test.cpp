@@ -172,18 +172,21 @@ TEST_CASE("JSON Lines: a run written by the sink reads back to the same numbers"
   CHECK(log.diagnosis[1].phase == mldiag::protocol::phase_id::hypothesis);
 
   // Python's json module (what pandas.read_json(lines=True) and most notebooks use) reads the
-  // same file: the bare NaN and Infinity come back as float('nan') and float('inf').
+  // same file, in strict mode (the default sink writes strict JSON, tests/report/jsonl_test.cpp):
+  // NaN and Infinity are the strings "NaN" and "Infinity", which float() reads back.
   if (std::system("python3 -c 'import json' > /dev/null 2>&1") == 0) {
     const std::string script =
         "import json, math, sys\n"
-        "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+        "def bare(t): raise ValueError('bare ' + t)\n"
+        "rows = [json.loads(l, parse_constant=bare) for l in open(sys.argv[1])]\n"
         "steps = [r for r in rows if 'loss' in r]\n"
         "assert len(steps) == 5, len(steps)\n"
         "assert steps[0]['loss'] == 2.302585092994046\n"
-        "assert math.isnan(steps[2]['loss']) and steps[3]['loss'] == float('inf')\n"
+        "assert math.isnan(float(steps[2]['loss'])) and float(steps[3]['loss']) == float('inf')\n"
         "assert 'lr' not in steps[1]\n"
         "f = [r for r in rows if 'finding' in r][0]['finding']\n"
-        "assert f['evidence']['norm'] == float('inf') and f['location'][0]['name'] == 'fc1.weight'\n";
+        "assert float(f['evidence']['norm']) == float('inf') and f['location'][0]['name'] == "
+        "'fc1.weight'\n";
     const auto script_path = temp_file("read.py");
     std::ofstream(script_path) << script;
     CHECK(std::system(("python3 " + script_path.string() + " " + path.string()).c_str()) == 0);

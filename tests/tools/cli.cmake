@@ -45,6 +45,15 @@ else()
   set_tests_properties(tools.cli.real_runs PROPERTIES SKIP_REGULAR_EXPRESSION "skipped")
 endif()
 
+# TensorBoard event files the check writes with its own framing and CRC-32C: tags no alias
+# maps (refused, the tags listed, --column suggested), the same read with --column, the file
+# cut inside its last record (read, with a note), a damaged record (refused).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME tools.cli.scan_tensorboard
+           COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_tensorboard_cli.py ${cli}
+                   ${CMAKE_CURRENT_BINARY_DIR}/tensorboard_cli)
+endif()
+
 # The flagship demo's HTML report: `mldiag report` on its JSON Lines writes the same page the
 # demo wrote, and headless Chromium shows the planted fault (attention scores x50 in blocks.1
 # from step 100, found at step 101) on the loss curve and on blocks.1's rows of the heatmap,

@@ -14,6 +14,9 @@
 #endif
 
 #include "cli/logs.hpp"
+#ifndef MLDIAG_LOGS_REAL_RUNS_MAIN
+#include "mldiag/report/jsonl.hpp"  // mldiag's own JSON Lines, read back by the log reader
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -22,10 +25,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>  // getpid
 
 namespace {
 
@@ -486,17 +492,14 @@ TEST_CASE("tensorboard: one file from memory - damaged files name the byte offse
     off += 16 + static_cast<std::size_t>(length);
   }
   REQUIRE(offsets.size() >= 3);
-  const std::string last = std::to_string(offsets.back());
-  auto e = error_of([&] { return parse_log(bytes.substr(0, bytes.size() - 1), "events.out.tfevents.x"); });
-  CHECK(e.find("events.out.tfevents.x: byte " + last + ": truncated record") != std::string::npos);
-  e = error_of([&] { return parse_log(bytes.substr(0, offsets.back() + 5), "events.out.tfevents.x"); });
-  CHECK(e.find("byte " + last + ": truncated record (5 bytes") != std::string::npos);
-
-  // A record header alone (12 to 15 bytes, length CRC good): too short for the data CRC.
-  // Found by fuzz_logs; the reproducer is fuzz/corpus/logs/h-short-record.tfevents.
+  // A record header alone (12 to 15 bytes, length CRC good): the start of a record still being
+  // written, and nothing before it. Found by fuzz_logs (fuzz/corpus/logs/h-short-record.tfevents).
+  std::string e;
   for (std::size_t extra = 0; extra < 4; ++extra) {
     e = error_of([&] { return parse_log(bytes.substr(0, 12 + extra), "events.out.tfevents.x"); });
-    CHECK_MESSAGE(e.find("byte 0: truncated record (it says") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("events.out.tfevents.x: no scalar summaries in the event file(s) before "
+                         "the incomplete record at the end") != std::string::npos,
+                  e);
   }
   std::string flipped = bytes;
   flipped[offsets[1] + 20] = static_cast<char>(flipped[offsets[1] + 20] ^ 0x10);
@@ -515,6 +518,164 @@ TEST_CASE("tensorboard: one file from memory - damaged files name the byte offse
   CHECK(mldiag::cli::tensorboard::detail::crc32c("123456789") == 0xE3069283U);
 }
 
+namespace {
+
+// The records of an event file, from its framing: each is 8 + 4 + length + 4 bytes.
+std::vector<std::size_t> record_offsets(const std::string& bytes) {
+  std::vector<std::size_t> offsets;
+  for (std::size_t off = 0; off + 12 <= bytes.size();) {
+    offsets.push_back(off);
+    std::uint64_t length = 0;
+    for (int k = 7; k >= 0; --k)
+      length = (length << 8) | static_cast<unsigned char>(bytes[off + static_cast<std::size_t>(k)]);
+    off += 16 + static_cast<std::size_t>(length);
+  }
+  return offsets;
+}
+
+// The fixture's tags as the reader names them (docs/cli.md's alias table, by hand).
+const std::map<std::string, std::string> fixture_metric = {{"train/loss", "loss"},
+                                                           {"train/learning_rate", "lr"},
+                                                           {"train/grad_norm", "grad/global_norm"},
+                                                           {"eval/loss", "val_loss"},
+                                                           {"Custom/Thing", "custom/thing"}};
+
+struct logged_value {
+  std::int64_t step;
+  std::string tag;
+  double value;
+};
+
+// values.csv in the order make-tensorboard-fixture.py logged them: one scalar record each, so
+// the n-th row is the n-th scalar record of its file (file 1: steps 0-4, file 2: steps 5-7).
+std::vector<logged_value> logged_rows(bool second_file) {
+  std::vector<logged_value> rows;
+  const auto t = plain_csv(data / "tensorboard" / "values.csv");
+  for (const auto& row : t.rows) {
+    const std::int64_t step = std::stoll(row[0]);
+    if ((step >= 5) == second_file)
+      rows.push_back({step, row[1], std::strtod(row[2].c_str(), nullptr)});
+  }
+  return rows;
+}
+
+// The run holds exactly `rows`: each at its step, and no other value.
+void check_holds_exactly(const run_log& r, const std::vector<logged_value>& rows) {
+  std::vector<std::int64_t> steps;
+  for (const auto& v : rows)
+    if (steps.empty() || steps.back() != v.step) steps.push_back(v.step);
+  REQUIRE(r.steps == steps);
+  for (const auto& v : rows) {
+    const auto i =
+        static_cast<std::size_t>(std::find(steps.begin(), steps.end(), v.step) - steps.begin());
+    const double got = col(r, fixture_metric.at(v.tag))[i];
+    CHECK_MESSAGE(same(got, v.value),
+                  v.tag << " at " << v.step << ": " << got << " vs " << v.value);
+  }
+  std::size_t present = 0;
+  for (const auto& column : r.metric_values)
+    for (const double x : column)
+      present += run_log::is_absent(x) ? 0 : 1;
+  CHECK(present == rows.size());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tensorboard: a file still being written - every complete record read, the incomplete tail "
+    "noted") {
+  for (const bool second : {false, true}) {
+    const std::string file =
+        second ? "events.out.tfevents.2.tensor" : "events.out.tfevents.1.simple";
+    CAPTURE(file);
+    const std::string bytes = slurp(data / "tensorboard" / file);
+    const auto offsets = record_offsets(bytes);
+    const auto rows = logged_rows(second);
+    // Record 0 is the file_version, records 1..rows.size() the scalars in order, the last one
+    // a value that is not a scalar (a histogram, a [2] tensor).
+    REQUIRE(offsets.size() == rows.size() + 2);
+    for (std::size_t k = 1; k < offsets.size(); ++k) {
+      const std::size_t begin = offsets[k];
+      const std::size_t end = k + 1 < offsets.size() ? offsets[k + 1] : bytes.size();
+      // Cuts in the length, at the length CRC's end, in the data, in the data CRC, one short.
+      for (const std::size_t cut : {begin + 1, begin + 8, begin + 11, begin + 12, begin + 13,
+                                    (begin + end) / 2, end - 4, end - 1}) {
+        CAPTURE(k);
+        CAPTURE(cut);
+        std::vector<std::string> notes;
+        const std::string part = bytes.substr(0, cut);
+        if (k == 1) {  // nothing but the version record before the cut
+          const auto e = error_of([&] { return parse_log(part, file, {}, notes); });
+          CHECK_MESSAGE(e.find(file + ": no scalar summaries in the event file(s) before the "
+                                      "incomplete record at the end") != std::string::npos,
+                        e);
+          continue;
+        }
+        const auto runs = parse_log(part, file, {}, notes);
+        REQUIRE(runs.size() == 1);
+        check_holds_exactly(
+            runs[0], std::vector<logged_value>(rows.begin(),
+                                               rows.begin() + static_cast<std::ptrdiff_t>(k - 1)));
+        REQUIRE(notes.size() == 1);
+        CHECK_MESSAGE(notes[0].find(file + ": the last " + std::to_string(cut - begin) +
+                                    " bytes are an incomplete record") == 0,
+                      notes[0]);
+        CHECK_MESSAGE(notes[0].find("read the " + std::to_string(k) +
+                                    " complete record(s) before them") != std::string::npos,
+                      notes[0]);
+      }
+    }
+    // The whole file: no note.
+    std::vector<std::string> notes;
+    check_holds_exactly(parse_log(bytes, file, {}, notes)[0], rows);
+    CHECK(notes.empty());
+
+    // Damage is still damage: a bad data CRC on the last complete record, and a bad length CRC
+    // on a record whose header is whole, fail with the record's offset, however the file ends.
+    const std::size_t last = offsets.back();
+    std::string cut = bytes.substr(0, last + 14);
+    std::string damaged = cut;
+    damaged[offsets[offsets.size() - 2] + 14] =
+        static_cast<char>(damaged[offsets[offsets.size() - 2] + 14] ^ 0x01);
+    auto e = error_of([&] { return parse_log(damaged, file); });
+    CHECK_MESSAGE(e.find(file + ": byte " + std::to_string(offsets[offsets.size() - 2]) +
+                         ": bad CRC of the record data") != std::string::npos,
+                  e);
+    damaged = cut;
+    damaged[last + 2] = static_cast<char>(damaged[last + 2] ^ 0x40);
+    e = error_of([&] { return parse_log(damaged, file); });
+    CHECK_MESSAGE(e.find(file + ": byte " + std::to_string(last) +
+                         ": bad CRC of the record length") != std::string::npos,
+                  e);
+  }
+}
+
+TEST_CASE("tensorboard: a folder whose newest file is still being written") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mldiag_logs_test_partial_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(data / "tensorboard" / "events.out.tfevents.1.simple",
+                             dir / "events.out.tfevents.1.simple");
+  const std::string second = slurp(data / "tensorboard" / "events.out.tfevents.2.tensor");
+  const auto offsets = record_offsets(second);
+  const std::size_t last_scalar = offsets[offsets.size() - 2];  // step 7's train/grad_norm
+  std::ofstream(dir / "events.out.tfevents.2.tensor", std::ios::binary)
+      << second.substr(0, last_scalar + 20);
+  std::vector<std::string> notes;
+  const auto runs = read_log(dir, {}, notes);
+  REQUIRE(runs.size() == 1);
+  auto rows = logged_rows(false);
+  auto rows2 = logged_rows(true);
+  rows2.pop_back();  // the record that was cut
+  rows.insert(rows.end(), rows2.begin(), rows2.end());
+  check_holds_exactly(runs[0], rows);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find((dir / "events.out.tfevents.2.tensor").string() +
+                      ": the last 20 bytes are an incomplete record") == 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("tensorboard: tag aliases and --column on tags") {
   // An event file made by the reader's own framing would not be independent; instead reuse
   // the fixture and map one of its tags with --column.
@@ -531,6 +692,120 @@ TEST_CASE("tensorboard: tag aliases and --column on tags") {
   CHECK(e.find("only TensorBoard logs are read from a folder") != std::string::npos);
   e = error_of([] { return read_log(data / "does-not-exist.csv"); });
   CHECK(e.find("cannot open it") != std::string::npos);
+}
+
+TEST_CASE(
+    "no known metric: the error lists the log's names and suggests --column, in every format") {
+  log_options scan;
+  scan.need_detector_metric = true;  // what `mldiag scan` asks for
+  // TensorBoard: the fixture with its loss, grad-norm and eval tags mapped away by --column, so
+  // that none the detectors read is left; the tags listed as written, in the order logged.
+  log_options tb = scan;
+  tb.columns = {{"a", "train/loss"}, {"b", "train/grad_norm"}, {"c", "eval/loss"}};
+  auto e =
+      error_of([&] { return read_log(data / "tensorboard" / "events.out.tfevents.1.simple", tb); });
+  CHECK_MESSAGE(
+      e.find("events.out.tfevents.1.simple: none of its scalar tags is one the detectors read") !=
+          std::string::npos,
+      e);
+  CHECK_MESSAGE(e.find("its scalar tags: train/loss, train/learning_rate, train/grad_norm, "
+                       "Custom/Thing, eval/loss;") != std::string::npos,
+                e);
+  CHECK_MESSAGE(e.find("--column loss=train/loss") != std::string::npos, e);
+  CHECK(e.rfind("mldiag: ", 0) == 0);
+  tb.need_detector_metric = false;  // the reader alone reads such a log
+  CHECK(read_log(data / "tensorboard" / "events.out.tfevents.1.simple", tb)[0].metric("a") !=
+        nullptr);
+
+  // --column on a TensorBoard tag gives the detectors their loss.
+  log_options mapped = scan;
+  mapped.columns = {{"loss", "Custom/Thing"}};
+  const auto r = read_log(data / "tensorboard" / "events.out.tfevents.1.simple", mapped)[0];
+  CHECK(col(r, "loss")[0] == -1.0);       // values.csv: step 0, Custom/Thing
+  CHECK(col(r, "train/loss")[0] == 2.5);  // train/loss keeps its value under its own name
+  CHECK(col(r, "grad/global_norm")[0] == 0.5);
+
+  // CSV, JSON Lines, trainer_state.json, Megatron: the same message, their own word for names.
+  e = error_of([&] {
+    return parse_log("step,accuracy,cost/cross_entropy\n1,0.5,2.1\n2,0.6,1.9\n", "c.csv", scan);
+  });
+  CHECK_MESSAGE(e.find("c.csv: none of its columns is one the detectors read") != std::string::npos,
+                e);
+  CHECK_MESSAGE(e.find("its columns: accuracy, cost/cross_entropy; name the one that holds the "
+                       "loss with --column, e.g. --column "
+                       "loss=cost/cross_entropy") != std::string::npos,
+                e);
+  log_options csv_mapped = scan;
+  csv_mapped.columns = {{"loss", "cost/cross_entropy"}};
+  CHECK(col(parse_log("step,accuracy,cost/cross_entropy\n1,0.5,2.1\n2,0.6,1.9\n", "c.csv",
+                      csv_mapped)[0],
+            "loss") == std::vector<double>{2.1, 1.9});
+  e = error_of([&] {
+    return parse_log("{\"step\": 1, \"acc\": 0.5, \"val/nll\": 2.0}\n", "j.jsonl", scan);
+  });
+  CHECK_MESSAGE(e.find("its keys: acc, val/nll; name the one that holds the loss with --column, "
+                       "e.g. --column val_loss=val/nll") != std::string::npos,
+                e);
+  e = error_of([&] {
+    return parse_log("{\"log_history\": [{\"step\": 1, \"my loss\": 2.0}]}", "trainer_state.json",
+                     scan);
+  });
+  CHECK_MESSAGE(e.find("its keys: my loss; name the one that holds the loss with --column, e.g. "
+                       "--column 'loss=my loss'") != std::string::npos,
+                e);
+  e = error_of([&] {
+    return parse_log(" iteration 10/ 100 | tokens: 5 | mystery: 2.0 |\n", "m.log", scan);
+  });
+  CHECK_MESSAGE(e.find("its fields: tokens, mystery; name the one that holds the loss with "
+                       "--column, e.g. --column loss=NAME") != std::string::npos,
+                e);
+  // A log with any one of them, or one run of several that has one, is read.
+  CHECK(parse_log("step,grad_norm\n1,0.5\n", "g.csv", scan)[0].metric("grad/global_norm") !=
+        nullptr);
+  CHECK(parse_log("run,step,x,loss\na,1,1,\nb,1,1,2.0\n", "two.csv",
+                  [&] {
+                    log_options o = scan;
+                    o.group_by = "run";
+                    return o;
+                  }())
+            .size() == 2);
+}
+
+TEST_CASE(
+    "jsonl: mldiag's own JSON Lines, strict (the default) and bare, read back the same values") {
+  const double nan_v = std::numeric_limits<double>::quiet_NaN(),
+               inf_v = std::numeric_limits<double>::infinity();
+  const std::vector<double> losses = {2.5, nan_v, inf_v, -inf_v, 0.125};
+  for (const auto style :
+       {mldiag::report::jsonl_non_finite::string, mldiag::report::jsonl_non_finite::bare}) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("mldiag_logs_test_" + std::to_string(::getpid()) + "_" +
+                       std::string(jsonl_style_name(style)) + ".jsonl");
+    {
+      mldiag::recorder rec(8);
+      mldiag::report::jsonl_sink sink(path, "run", {.non_finite = style});
+      for (std::size_t i = 0; i < losses.size(); ++i) {
+        rec.begin_step(static_cast<std::int64_t>(100 + i));
+        rec.record_loss(losses[i]);
+        const std::vector<float> g = {3.0f, 4.0f, i == 1 ? NAN : 0.0f};
+        rec.record(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
+        (void)rec.end_step();
+        sink.step(rec);
+      }
+    }
+    const auto r = read_log(path)[0];
+    CAPTURE(jsonl_style_name(style));
+    CHECK(r.steps == std::vector<std::int64_t>{100, 101, 102, 103, 104});
+    const auto& loss = col(r, "loss");
+    for (std::size_t i = 0; i < losses.size(); ++i)
+      CHECK_MESSAGE(same(loss[i], losses[i]), i << ": " << loss[i]);
+    CHECK(std::signbit(loss[3]));
+    // Under any key, not only the ones the detectors read.
+    const auto& g = col(r, "grad/fc1.weight/norm");
+    CHECK(g[0] == 5.0);
+    CHECK((std::isnan(g[1]) && !run_log::is_absent(g[1])));
+    std::filesystem::remove(path);
+  }
 }
 
 // ------------------------------------------------------------------- detection, limits

@@ -41,6 +41,10 @@ struct log_options {
   std::string step_column;
   // Splits a CSV or JSON Lines log into one run per value of this text column or key.
   std::string group_by;
+  // Refuse a log in which no run has a metric the detectors read (loss, val_loss, a gradient
+  // norm), listing the names the log has and suggesting `--column loss=NAME`: what
+  // `mldiag scan` sets, since a scan of such a log would read nothing and report nothing.
+  bool need_detector_metric = false;
 };
 
 namespace detail {
@@ -225,8 +229,12 @@ class name_mapper {
         result = claimed_.contains(l) ? "raw/" + l : l;
       }
     }
+    originals_.emplace_back(name);
     return cache_.emplace(std::string(name), std::move(result)).first->second;
   }
+
+  // The log's own names, as first spelled, in the order they were mapped.
+  [[nodiscard]] const std::vector<std::string>& originals() const noexcept { return originals_; }
 
   // True when the column is one the detectors read (or one the user named): a text cell in it
   // is an error rather than a column to ignore.
@@ -250,7 +258,72 @@ class name_mapper {
   std::vector<std::tuple<std::string, std::string, bool>> overrides_;  // lower(column), canonical, seen
   std::unordered_map<std::string, bool> claimed_;
   std::unordered_map<std::string, std::string> cache_;
+  std::vector<std::string> originals_;
 };
+
+// The metrics `mldiag scan` gives the detectors to read (scan.hpp): a log without any of them
+// leaves them nothing to judge. (lr and loss_scale are read too, but only beside these.)
+inline constexpr std::string_view detector_metrics[] = {"loss", "val_loss", "grad/global_norm"};
+
+// A name as the user would type it after --column: quoted for the shell when it needs it.
+[[nodiscard]] inline std::string shell_word(std::string_view s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.' || c == '/' || c == ':' || c == '=' || c == '@' || c == '+' ||
+           c == ',';
+  });
+  if (plain) return std::string(s);
+  std::string out = "'";
+  for (const char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// With options.need_detector_metric: throws when no run has a metric the detectors read. The
+// message lists the log's own names (`what`: "columns", "keys", "fields", "scalar tags") and
+// suggests the --column that would most likely help: the first name that reads like a loss
+// (loss, cost, entropy, nll, perplexity), as val_loss when it reads like a validation one, or
+// `loss=NAME` when none does (a guess at accuracy or tokens would mislead).
+inline void check_detector_metric(const std::vector<report::run_log>& runs,
+                                  const name_mapper& names, const std::string& file,
+                                  std::string_view what, const log_options& options) {
+  if (!options.need_detector_metric) return;
+  for (const auto& run : runs)
+    for (const auto m : detector_metrics)
+      if (run.metric(m) != nullptr) return;
+  const auto& seen = names.originals();
+  std::string list;
+  constexpr std::size_t shown_names = 20;
+  for (std::size_t i = 0; i < seen.size() && i < shown_names; ++i)
+    list += (i ? ", " : "") + shown(seen[i]);
+  if (seen.size() > shown_names)
+    list += ", and " + std::to_string(seen.size() - shown_names) + " more";
+  std::string suggestion = "loss=NAME";
+  auto has = [](const std::string& l, std::initializer_list<std::string_view> parts) {
+    return std::any_of(parts.begin(), parts.end(),
+                       [&](std::string_view p) { return l.find(p) != std::string::npos; });
+  };
+  std::string best, best_val;
+  for (const auto& n : seen) {
+    const std::string l = lower(n);
+    if (!has(l, {"loss", "cost", "entropy", "nll", "perplexity", "ppl"})) continue;
+    if (has(l, {"val", "eval", "test", "dev"})) {
+      if (best_val.empty()) best_val = n;
+    } else if (best.empty()) {
+      best = n;
+    }
+  }
+  if (!best.empty())
+    suggestion = shell_word("loss=" + best);
+  else if (!best_val.empty())
+    suggestion = shell_word("val_loss=" + best_val);
+  throw error(file + ": none of its " + std::string(what) +
+              " is one the detectors read (loss, val_loss, grad_norm under the names of "
+              "docs/cli.md), so a scan would read "
+              "nothing; its " +
+              std::string(what) + ": " + (list.empty() ? "(none)" : list) +
+              "; name the one that holds the loss with --column, e.g. --column " + suggestion);
+}
 
 // Builds one run, step by step, enforcing the step rules (docs/cli.md):
 // - the same step as the previous line merges into it (a metric given twice: the later wins);
@@ -490,7 +563,9 @@ class csv_reader {
         if (!report::run_log::is_absent(v)) run.set(metric[c], v);
       }
   }
-  return runs.take("a CSV log needs numeric columns such as loss, val_loss, grad_norm or lr");
+  auto out = runs.take("a CSV log needs numeric columns such as loss, val_loss, grad_norm or lr");
+  check_detector_metric(out, names, file, "columns", options);
+  return out;
 }
 
 // ------------------------------------------------------------------- JSON Lines and HF
@@ -547,6 +622,7 @@ class json_record_reader {
       throw error(file_ + ": group by '" + options_.group_by + "': no record has that key");
   }
   [[nodiscard]] std::size_t records() const noexcept { return records_; }
+  [[nodiscard]] const name_mapper& names() const noexcept { return names_; }
 
  private:
   [[noreturn]] void no_step(const std::string& where) const {
@@ -566,10 +642,14 @@ class json_record_reader {
       return;
     }
     const std::string& name = names_.map(key);
+    double v = 0.0;
     if (value.is_number()) {
       metrics_.emplace_back(name, value.number());
+    } else if (value.is_string() && report::json::non_finite_from_string(value.string(), v)) {
+      // "NaN", "Infinity", "-Infinity" under any key: how strict JSON (mldiag's own JSON Lines,
+      // docs/formats.md) spells what it has no number for.
+      metrics_.emplace_back(name, v);
     } else if (value.is_string() && names_.is_metric(key)) {
-      double v = 0.0;
       if (!parse_number(value.string(), v))
         throw error(file_ + ": " + where + ", key '" + shown(key) + "': \"" + shown(value.string()) +
                     "\" is not a number; fix the line, or map another key with --column");
@@ -615,7 +695,9 @@ class json_record_reader {
   if (runs.empty())
     throw error(file + (lines.number() == 0 ? ": empty file" : ": no line with a numeric metric") +
                 "; a JSON Lines log holds one object per line, such as {\"step\": 1, \"loss\": 2.3}");
-  return runs.take("a JSON Lines log needs numeric keys such as loss or lr");
+  auto out = runs.take("a JSON Lines log needs numeric keys such as loss or lr");
+  check_detector_metric(out, reader.names(), file, "keys", options);
+  return out;
 }
 
 // `log_history` of a Hugging Face `trainer_state.json` (or a bare array of such entries).
@@ -641,7 +723,9 @@ class json_record_reader {
   reader.finish();
   if (runs.empty())
     throw error(file + ": \"log_history\" has no logged values yet; scan it once the Trainer has logged (logging_steps)");
-  return runs.take("log_history needs numeric entries such as loss or learning_rate");
+  auto out = runs.take("log_history needs numeric entries such as loss or learning_rate");
+  check_detector_metric(out, reader.names(), file, "keys", options);
+  return out;
 }
 
 // --------------------------------------------------------------------------- Megatron
@@ -724,34 +808,56 @@ class json_record_reader {
   if (runs.empty())
     throw error(file + ": no Megatron-LM \"iteration N/ M |\" lines; pass the log the training printed, or name "
                 "its format with --format");
-  return runs.take("the iteration lines hold no \"name: number\" fields");
+  auto out = runs.take("the iteration lines hold no \"name: number\" fields");
+  check_detector_metric(out, names, file, "fields", options);
+  return out;
 }
 
 // ------------------------------------------------------------------------- TensorBoard
 
-inline void add_scalars(const std::vector<tensorboard::scalar>& scalars, name_mapper& names, run_builder& run) {
-  for (const auto& s : scalars) {
+inline void add_event_file(std::string_view bytes, const std::string& file, name_mapper& names,
+                           run_builder& run, std::vector<std::string>& notes,
+                           std::size_t& partial_tails) {
+  const auto events = tensorboard::read_event_file(bytes, file);
+  for (const auto& s : events.scalars) {
     run.step(s.step);
     run.set(names.map(s.tag), s.value);
   }
+  if (events.partial_tail > 0) {
+    notes.push_back(tensorboard::partial_tail_note(events, file));
+    ++partial_tails;
+  }
 }
 
-[[nodiscard]] inline std::vector<report::run_log> finish_tensorboard(run_builder& run, name_mapper& names, const std::string& file) {
+[[nodiscard]] inline std::vector<report::run_log> finish_tensorboard(run_builder& run,
+                                                                     name_mapper& names,
+                                                                     const std::string& file,
+                                                                     const log_options& options,
+                                                                     std::size_t partial_tails) {
   names.check_overrides_seen();
   if (run.empty())
-    throw error(file + ": no scalar summaries in the event file(s); log scalars (add_scalar / tf.summary.scalar)");
+    throw error(file + ": no scalar summaries in the event file(s)" +
+                (partial_tails > 0 ? " before the incomplete record at the end (the run is still "
+                                     "writing it, or the copy was cut: "
+                                     "scan it again once it has logged)"
+                                   : "") +
+                "; log scalars (add_scalar / tf.summary.scalar)");
   std::vector<report::run_log> out;
   out.push_back(run.take());
+  check_detector_metric(out, names, file, "scalar tags", options);
   return out;
 }
 
-[[nodiscard]] inline std::vector<report::run_log> parse_tensorboard(std::string_view bytes, const std::string& file, const log_options& options) {
+[[nodiscard]] inline std::vector<report::run_log> parse_tensorboard(
+    std::string_view bytes, const std::string& file, const log_options& options,
+    std::vector<std::string>& notes) {
   if (!options.group_by.empty()) throw error(file + ": group by applies to CSV and JSON Lines logs, not TensorBoard event files");
   name_mapper names(options, file);
   run_builder run(file);
   if (bytes.empty()) throw error(file + ": empty file; a TensorBoard event file holds at least its version record");
-  add_scalars(tensorboard::read_scalars(bytes, file), names, run);
-  return finish_tensorboard(run, names, file);
+  std::size_t partial_tails = 0;
+  add_event_file(bytes, file, names, run, notes, partial_tails);
+  return finish_tensorboard(run, names, file, options, partial_tails);
 }
 
 // ------------------------------------------------------------------------- detection
@@ -816,14 +922,19 @@ enum class log_format { csv, jsonl, hf, megatron, tensorboard };
 // extension is checked against the content when the format is detected. One run per group
 // (one run unless `options.group_by`); each run's title is the file name (": " and the group
 // value when grouped). Bad input throws mldiag::error naming the file and the line (or byte
-// offset) and saying what to do.
+// offset) and saying what to do. What the reader left out without calling it an error (an
+// event file's incomplete last record) is appended to `notes`, one line each, for the user.
 //
 // **Example**
 // ```cpp
-// const auto runs = mldiag::cli::parse_log("step,loss\n0,2.3\n1,2.1\n", "run.csv");
+// std::vector<std::string> notes;
+// const auto runs = mldiag::cli::parse_log("step,loss\n0,2.3\n1,2.1\n", "run.csv", {}, notes);
 // const auto& loss = *runs[0].metric("loss");  // {2.3, 2.1}
 // ```
-[[nodiscard]] inline std::vector<report::run_log> parse_log(std::string_view bytes, std::string_view file_name, const log_options& options = {}) {
+[[nodiscard]] inline std::vector<report::run_log> parse_log(std::string_view bytes,
+                                                            std::string_view file_name,
+                                                            const log_options& options,
+                                                            std::vector<std::string>& notes) {
   using detail::log_format;
   const std::string file(file_name);
   if (bytes.starts_with("\xEF\xBB\xBF")) bytes.remove_prefix(3);  // a UTF-8 byte-order mark
@@ -832,7 +943,7 @@ enum class log_format { csv, jsonl, hf, megatron, tensorboard };
     if (f == "csv" || f == "tsv") return detail::parse_csv(bytes, file, options);
     if (f == "jsonl" || f == "ndjson") return detail::parse_jsonl(bytes, file, options);
     if (f == "megatron") return detail::parse_megatron(bytes, file, options);
-    if (f == "tensorboard") return detail::parse_tensorboard(bytes, file, options);
+    if (f == "tensorboard") return detail::parse_tensorboard(bytes, file, options, notes);
     if (f == "hf" || f == "trainer_state") {
       if (detail::trim(bytes).empty()) throw error(file + ": empty file; pass a trainer_state.json");
       return detail::parse_hf(report::json::parse(bytes, file), file, options);
@@ -903,9 +1014,18 @@ enum class log_format { csv, jsonl, hf, megatron, tensorboard };
     case log_format::jsonl: return detail::parse_jsonl(bytes, file, options);
     case log_format::hf: return detail::parse_hf(doc, file, options);
     case log_format::megatron: return detail::parse_megatron(bytes, file, options);
-    case log_format::tensorboard: return detail::parse_tensorboard(bytes, file, options);
+    case log_format::tensorboard:
+      return detail::parse_tensorboard(bytes, file, options, notes);
   }
   return {};
+}
+
+// parse_log without the notes (they are dropped).
+[[nodiscard]] inline std::vector<report::run_log> parse_log(std::string_view bytes,
+                                                            std::string_view file_name,
+                                                            const log_options& options = {}) {
+  std::vector<std::string> notes;
+  return parse_log(bytes, file_name, options, notes);
 }
 
 namespace detail {
@@ -919,15 +1039,20 @@ namespace detail {
 }  // namespace detail
 
 // Reads a training log file, or a folder of TensorBoard event files (every file whose name
-// holds "tfevents", in name order, as one run; subfolders are not read). See parse_log.
+// holds "tfevents", in name order, as one run; subfolders are not read). See parse_log, also
+// for `notes`.
 //
 // **Example**
 // ```cpp
 // mldiag::cli::log_options options;
 // options.columns = {{"loss", "my_loss"}};  // --column loss=my_loss
-// for (const auto& run : mldiag::cli::read_log("train.csv", options)) std::puts(run.title.c_str());
+// std::vector<std::string> notes;
+// for (const auto& run : mldiag::cli::read_log("train.csv", options, notes))
+// std::puts(run.title.c_str()); for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
 // ```
-[[nodiscard]] inline std::vector<report::run_log> read_log(const std::filesystem::path& file, const log_options& options = {}) {
+[[nodiscard]] inline std::vector<report::run_log> read_log(const std::filesystem::path& file,
+                                                           const log_options& options,
+                                                           std::vector<std::string>& notes) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) {
     const std::string title = file.filename().empty() ? file.parent_path().filename().string() : file.filename().string();
@@ -943,14 +1068,20 @@ namespace detail {
     std::sort(events.begin(), events.end());
     detail::name_mapper names(options, title);
     detail::run_builder run(title);
-    for (const auto& e : events) {
-      const std::string bytes = detail::read_bytes(e);
-      detail::add_scalars(tensorboard::read_scalars(bytes, e.string()), names, run);
-    }
-    return detail::finish_tensorboard(run, names, file.string());
+    std::size_t partial_tails = 0;
+    for (const auto& e : events)
+      detail::add_event_file(detail::read_bytes(e), e.string(), names, run, notes, partial_tails);
+    return detail::finish_tensorboard(run, names, file.string(), options, partial_tails);
   }
   const std::string bytes = detail::read_bytes(file);
-  return parse_log(bytes, file.filename().string(), options);
+  return parse_log(bytes, file.filename().string(), options, notes);
+}
+
+// read_log without the notes (they are dropped).
+[[nodiscard]] inline std::vector<report::run_log> read_log(const std::filesystem::path& file,
+                                                           const log_options& options = {}) {
+  std::vector<std::string> notes;
+  return read_log(file, options, notes);
 }
 
 }  // namespace mldiag::cli

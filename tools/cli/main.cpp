@@ -81,15 +81,18 @@ training log and prints the findings, grouped by question.
 Formats (detected from the content, then the extension):
   csv          a header line; columns step/iteration/iter, loss/train_loss/lm_loss, val_loss,
                grad_norm, lr/learning_rate, loss_scale (case-insensitive)
-  jsonl        one JSON object per line with the same names (bare NaN/Infinity accepted)
+  jsonl        one JSON object per line with the same names (NaN/Infinity bare or as the
+               strings "NaN", "Infinity", "-Infinity")
   hf           Hugging Face trainer_state.json (its log_history)
   megatron     Megatron-LM / Megatron-DeepSpeed text logs ("iteration N/ M | ... lm loss: X |")
-  tensorboard  TensorBoard event files (events.out.tfevents.*), or a folder of them
+  tensorboard  TensorBoard event files (events.out.tfevents.*), or a folder of them; a last
+               record still being written is left out, with a note
 
 options:
   --format F               force a format (csv, jsonl, hf, megatron, tensorboard)
   --column NAME=COLUMN     read metric NAME (loss, val_loss, grad_norm, lr, loss_scale) from
-                           COLUMN (repeatable)
+                           COLUMN, key or TensorBoard tag (repeatable); a log with none of
+                           loss, val_loss, grad_norm is refused with its names listed
   --step-column COLUMN     the step column
   --group-by COLUMN        one run per value of a text column (e.g. several runs in one CSV)
   --all                    also list findings of severity info
@@ -278,6 +281,9 @@ int scan_command(const args& a) {
     if (name == "grad_norm") name = "grad/global_norm";
     o.columns.emplace_back(name, v.substr(eq + 1));
   }
+  // A log in which the detectors would find nothing to read is bad input, not a clean run: the
+  // reader says which names it has and which --column would map the loss.
+  o.need_detector_metric = true;
   const auto min_severity = a.flag("--all") ? mldiag::severity::info : mldiag::severity::warning;
 
   bool found = false;
@@ -286,8 +292,11 @@ int scan_command(const args& a) {
                                                                                     MLDIAG_VERSION_MINOR, MLDIAG_VERSION_PATCH));
   j.key("runs").begin_array();
   for (const auto& file : a.positional) {
-    for (auto& run : mldiag::cli::read_log(file, o)) {
-      const auto result = mldiag::cli::scan(run);
+    std::vector<std::string>
+        read_notes;  // what the reader left out (an incomplete last record), first
+    for (auto& run : mldiag::cli::read_log(file, o, read_notes)) {
+      auto result = mldiag::cli::scan(run);
+      result.notes.insert(result.notes.begin(), read_notes.begin(), read_notes.end());
       const auto groups = r::group_findings(result.findings, run.steps);
       found = found || any_warning(groups);
       if (a.json) {

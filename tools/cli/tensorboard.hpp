@@ -241,36 +241,69 @@ inline void decode_event(std::string_view event, const place& where, std::vector
   return bytes.size() >= 12 && detail::load_le(bytes.substr(8, 4)) == detail::masked_crc32c(bytes.substr(0, 8));
 }
 
-// The scalar summaries of one event file, in file order. Both CRCs of every record are
-// checked; a bad CRC, a truncated record or a malformed protobuf throws mldiag::error naming
-// `file` and the record's byte offset. Values that are not scalars (histograms, images,
-// text, non-scalar tensors) are skipped.
+// What one event file holds: its scalar summaries in file order, how many complete records
+// it has, and the bytes of an incomplete record at its end.
+struct event_file {
+  std::vector<scalar> scalars;
+  std::size_t records = 0;
+  // Bytes after the last complete record that do not make a whole record yet (0: none). A
+  // writer appends a record in pieces, so a run that is still logging (or a copy taken while
+  // it was) ends in one; TensorBoard reads up to it and waits for the rest.
+  std::size_t partial_tail = 0;
+};
+
+// Reads an event file: every complete record, both CRCs checked. A bad CRC on a complete
+// record (or on the length of a record whose header is whole), or a malformed protobuf,
+// throws mldiag::error naming `file` and the record's byte offset; an incomplete last record
+// is not an error but is counted in `partial_tail` (the caller tells the user). Values that
+// are not scalars (histograms, images, text, non-scalar tensors) are skipped.
 //
 // **Example**
 // ```cpp
-// for (const auto& s : mldiag::cli::tensorboard::read_scalars(bytes, "events.out.tfevents.1"))
+// const auto events = mldiag::cli::tensorboard::read_event_file(bytes, "events.out.tfevents.1");
+// for (const auto& s : events.scalars)
 //   std::printf("%lld %s %g\n", static_cast<long long>(s.step), s.tag.c_str(), s.value);
+// if (events.partial_tail > 0) std::printf("%zu bytes of a record still being written\n",
+// events.partial_tail);
 // ```
-[[nodiscard]] inline std::vector<scalar> read_scalars(std::string_view bytes, std::string_view file) {
-  std::vector<scalar> out;
+[[nodiscard]] inline event_file read_event_file(std::string_view bytes, std::string_view file) {
+  event_file out;
   std::size_t off = 0;
   while (off < bytes.size()) {
     const detail::place where{file, off};
     const std::size_t left = bytes.size() - off;
-    if (left < 12) where.fail("truncated record (" + std::to_string(left) + " bytes where a record header needs 12)");
+    // TFRecord framing: length (8), masked CRC of the length (4), data, masked CRC of the data
+    // (4). What TensorBoard's reader does at the end of a file: a header cut short, or a whole
+    // header whose data or data CRC is not all there yet, is the record being written.
+    if (left < 12) {
+      out.partial_tail = left;
+      break;
+    }
     const std::uint64_t length = detail::load_le(bytes.substr(off, 8));
     if (detail::load_le(bytes.substr(off + 8, 4)) != detail::masked_crc32c(bytes.substr(off, 8)))
       where.fail("bad CRC of the record length");
-    if (left < 16 || length > left - 16)
-      where.fail("truncated record (it says " + std::to_string(length) + " bytes, the file has " +
-                 std::to_string(left < 16 ? 0 : left - 16) + " left)");
+    if (left < 16 || length > left - 16) {
+      out.partial_tail = left;
+      break;
+    }
     const auto n = static_cast<std::size_t>(length);
     const std::string_view data = bytes.substr(off + 12, n);
     if (detail::load_le(bytes.substr(off + 12 + n, 4)) != detail::masked_crc32c(data)) where.fail("bad CRC of the record data");
-    detail::decode_event(data, where, out);
+    detail::decode_event(data, where, out.scalars);
+    ++out.records;
     off += 16 + n;
   }
   return out;
+}
+
+// The note for an event file that ends in an incomplete record ("" when it does not).
+[[nodiscard]] inline std::string partial_tail_note(const event_file& events,
+                                                   std::string_view file) {
+  if (events.partial_tail == 0) return {};
+  return std::string(file) + ": the last " + std::to_string(events.partial_tail) +
+         " bytes are an incomplete record (the run is still writing it, or the copy was cut), "
+         "ignored; read the " +
+         std::to_string(events.records) + " complete record(s) before them";
 }
 
 }  // namespace mldiag::cli::tensorboard

@@ -272,6 +272,30 @@ inline void append_quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+/// The spelling of a non-finite number: `NaN`, `Infinity` or `-Infinity` ("" for a finite
+/// one). Strict mldiag JSON Lines write it as a JSON string in place of the number; the legacy
+/// style writes it bare (docs/formats.md). It is what JavaScript's `String(x)` gives, and
+/// what Python's `float()`, JavaScript's `Number()` and C's `strtod` read back.
+[[nodiscard]] inline std::string_view non_finite_name(double v) noexcept {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  return {};
+}
+
+/// Reads a string that is exactly `NaN`, `Infinity` or `-Infinity` (case-sensitive, as
+/// `non_finite_name` writes them) into `out`; false, `out` untouched, for any other string.
+[[nodiscard]] inline bool non_finite_from_string(std::string_view s, double& out) noexcept {
+  if (s == "NaN")
+    out = std::numeric_limits<double>::quiet_NaN();
+  else if (s == "Infinity")
+    out = std::numeric_limits<double>::infinity();
+  else if (s == "-Infinity")
+    out = -std::numeric_limits<double>::infinity();
+  else
+    return false;
+  return true;
+}
+
 /// Parses one JSON document. `what` names the input in the error (a file name and line, say):
 /// on bad input this throws mldiag::error "mldiag: <what>: invalid JSON at line L, column C: ...".
 ///

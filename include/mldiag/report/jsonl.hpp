@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// JSON Lines: a sink that writes a run as it goes (one line per step, one per finding, one
 /// per diagnosis line) and a reader that turns such a file back into a `run_log`.
-/// The schema is documented in docs/formats.md (schema version 1).
+/// The schema is documented in docs/formats.md (schema version 2; the reader reads 1 too).
 #pragma once
 
 #include "mldiag/core/error.hpp"
@@ -27,20 +27,60 @@
 
 namespace mldiag::report {
 
-/// The JSON Lines schema version this code writes and reads (docs/formats.md).
-inline constexpr int jsonl_schema = 1;
+/// The JSON Lines schema version this code writes (with the default, strict, non-finite
+/// style) and the newest it reads (docs/formats.md). Schema 1 is the same lines with NaN and
+/// Inf as bare tokens; the legacy style still writes it, and the reader reads both.
+inline constexpr int jsonl_schema = 2;
+
+/// How JSON Lines spell NaN, +Inf and -Inf, which JSON itself has no numbers for
+/// (docs/formats.md). The header line says which one a file uses (`"non_finite"`).
+enum class jsonl_non_finite : std::uint8_t {
+  /// The JSON strings `"NaN"`, `"Infinity"`, `"-Infinity"` in place of the number: every line
+  /// is strict JSON (jq, `JSON.parse`, Go, Rust, DuckDB, Python's `json` in strict mode all
+  /// read it), and the value stays under its own key. Schema 2. The default.
+  string,
+  /// The bare tokens `NaN`, `Infinity`, `-Infinity`, as Python's `json.dump` writes them:
+  /// Python and pandas read them as floats, strict parsers refuse the line. Schema 1 (what
+  /// mldiag wrote before schema 2), for a consumer that wants numbers only.
+  bare,
+};
+
+/// The name of a style as the header line writes it: "string" or "bare".
+[[nodiscard]] constexpr std::string_view jsonl_style_name(jsonl_non_finite style) noexcept {
+  return style == jsonl_non_finite::bare ? "bare" : "string";
+}
+
+/// Options of `jsonl_sink`.
+struct jsonl_options {
+  /// How non-finite values are written (default: as strings, so that every line is JSON).
+  jsonl_non_finite non_finite = jsonl_non_finite::string;
+};
 
 namespace detail {
 
-// A JSON number; non-finite values as the bare tokens Python's json module and pandas read
-// (`NaN`, `Infinity`, `-Infinity`). 17 significant digits: doubles round-trip exactly.
-inline void append_number(std::string& out, double v) {
-  if (std::isnan(v)) out += "NaN";
-  else if (std::isinf(v)) out += v > 0 ? "Infinity" : "-Infinity";
-  else fmt::format_to(std::back_inserter(out), "{}", v);  // shortest round-trip form
+// A JSON number in its shortest round-trip form (a double read back is bit-identical);
+// non-finite values as `style` says.
+inline void append_number(std::string& out, double v, jsonl_non_finite style) {
+  if (std::isfinite(v)) {
+    fmt::format_to(std::back_inserter(out), "{}", v);
+  } else if (style == jsonl_non_finite::bare) {
+    out += json::non_finite_name(v);
+  } else {
+    out += '"';
+    out += json::non_finite_name(v);
+    out += '"';
+  }
 }
 
-
+// A number as mldiag JSON Lines hold it: a JSON number (or a bare NaN / Infinity token, which
+// the parser reads as one), or a string that spells a non-finite value.
+[[nodiscard]] inline bool number_of(const json::value& v, double& out) noexcept {
+  if (v.is_number()) {
+    out = v.number();
+    return true;
+  }
+  return v.is_string() && json::non_finite_from_string(v.string(), out);
+}
 
 }  // namespace detail
 
@@ -60,14 +100,15 @@ inline void append_number(std::string& out, double v) {
 }
 
 /// Appends the step line of a closed step (the recorder's current snapshot) to `out`,
-/// without the newline. Keys: docs/formats.md.
-inline void append_step_line(std::string& out, const snapshot& s, const name_table& names) {
+/// without the newline, non-finite values written as `style` says. Keys: docs/formats.md.
+inline void append_step_line(std::string& out, const snapshot& s, const name_table& names,
+                             jsonl_non_finite style = jsonl_non_finite::string) {
   fmt::format_to(std::back_inserter(out), "{{\"step\":{}", s.step);
   auto field = [&](std::string_view key, double v) {
     out += ',';
     json::append_quoted(out, key);
     out += ':';
-    detail::append_number(out, v);
+    detail::append_number(out, v, style);
   };
   auto named = [&](std::string_view prefix, std::uint32_t id, std::string_view suffix) {
     std::string key(prefix);
@@ -120,8 +161,10 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   out += '}';
 }
 
-/// Appends a finding line (without the newline): the step it was delivered at and the finding.
-inline void append_finding_line(std::string& out, std::int64_t step, const finding& f) {
+/// Appends a finding line (without the newline): the step it was delivered at and the finding,
+/// non-finite scores and evidence written as `style` says.
+inline void append_finding_line(std::string& out, std::int64_t step, const finding& f,
+                                jsonl_non_finite style = jsonl_non_finite::string) {
   fmt::format_to(std::back_inserter(out), "{{\"step\":{},\"finding\":{{\"question\":{},\"symptom\":", step,
                  static_cast<int>(f.question));
   json::append_quoted(out, f.symptom);
@@ -132,7 +175,7 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
     out += i ? ",{\"name\":" : "{\"name\":";
     json::append_quoted(out, f.where[i].first);
     out += ",\"score\":";
-    detail::append_number(out, f.where[i].second);
+    detail::append_number(out, f.where[i].second, style);
     out += '}';
   }
   out += "],\"evidence\":{";
@@ -140,7 +183,7 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
     if (i) out += ',';
     json::append_quoted(out, f.evidence[i].first);
     out += ':';
-    detail::append_number(out, f.evidence[i].second);
+    detail::append_number(out, f.evidence[i].second, style);
   }
   out += "},\"detector\":";
   json::append_quoted(out, f.detector);
@@ -151,12 +194,14 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
 /// `end_step()`, `finding()` for each finding, `diagnosis()` for each line of a diagnosis
 /// log. Each line is flushed when written, so a run that crashes keeps its log up to the
 /// crash. Writing a step formats into a reused buffer: no allocation once the largest step
-/// has been seen.
+/// has been seen. Every line is strict JSON unless `options.non_finite` asks for the bare
+/// NaN / Infinity tokens of schema 1.
 ///
 /// **Example**
 /// ```cpp
-/// mldiag::report::jsonl_sink jsonl("run.jsonl", "my run");
-/// mon.add_sink([&](const mldiag::finding& f) { jsonl.finding(mon.evidence().current().step, f); });
+/// mldiag::report::jsonl_sink jsonl("run.jsonl", "my run");  // or ..., {.non_finite =
+/// mldiag::report::jsonl_non_finite::bare} mon.add_sink([&](const mldiag::finding& f) {
+/// jsonl.finding(mon.evidence().current().step, f); });
 /// // in the loop, after mon.end_step():
 /// jsonl.step(mon.evidence());
 /// ```
@@ -164,15 +209,20 @@ class jsonl_sink {
  public:
   /// Opens (truncates) `path` and writes the header line. Throws mldiag::error naming the
   /// file when it cannot be written.
-  explicit jsonl_sink(const std::filesystem::path& path, std::string_view title = {})
-      : path_(path.string()), f_(std::fopen(path_.c_str(), "w")) {
+  explicit jsonl_sink(const std::filesystem::path& path, std::string_view title = {},
+                      jsonl_options options = {})
+      : path_(path.string()), f_(std::fopen(path_.c_str(), "w")), style_(options.non_finite) {
     if (f_ == nullptr)
       throw error(path_ + ": cannot write (" + std::strerror(errno) + "); check that the folder exists and is writable");
     line_.reserve(4096);
-    line_ = fmt::format("{{\"mldiag\":{{\"schema\":{},\"version\":\"{}.{}.{}\",\"title\":", jsonl_schema, MLDIAG_VERSION_MAJOR,
-                        MLDIAG_VERSION_MINOR, MLDIAG_VERSION_PATCH);
+    // Bare tokens are schema 1: a reader of schema 1 reads such a file as it always did, and
+    // refuses a strict one (whose "NaN" strings it would skip as text, losing the evidence).
+    const int schema = style_ == jsonl_non_finite::bare ? 1 : jsonl_schema;
+    line_ = fmt::format("{{\"mldiag\":{{\"schema\":{},\"version\":\"{}.{}.{}\",\"title\":", schema,
+                        MLDIAG_VERSION_MAJOR, MLDIAG_VERSION_MINOR, MLDIAG_VERSION_PATCH);
     json::append_quoted(line_, title);
-    line_ += "}}";
+    fmt::format_to(std::back_inserter(line_), ",\"non_finite\":\"{}\"}}}}",
+                   jsonl_style_name(style_));
     write();
   }
   jsonl_sink(const jsonl_sink&) = delete;
@@ -186,21 +236,21 @@ class jsonl_sink {
   /// A closed step's snapshot.
   void step(const snapshot& s, const name_table& names) {
     line_.clear();
-    append_step_line(line_, s, names);
+    append_step_line(line_, s, names, style_);
     write();
   }
   /// An evaluation at a closed step: `{"step":N,"val_loss":v}`, after that step's line (the
   /// reader adds it to the step).
   void evaluation(std::int64_t step, double val_loss) {
     line_ = fmt::format("{{\"step\":{},\"val_loss\":", step);
-    detail::append_number(line_, val_loss);
+    detail::append_number(line_, val_loss, style_);
     line_ += '}';
     write();
   }
   /// A finding delivered at `step`.
   void finding(std::int64_t step, const mldiag::finding& f) {
     line_.clear();
-    append_finding_line(line_, step, f);
+    append_finding_line(line_, step, f, style_);
     write();
   }
   /// One record of a diagnosis log: `{"diagnosis":{"phase":N,"text":...}}`.
@@ -219,6 +269,7 @@ class jsonl_sink {
   }
   std::string path_;
   std::FILE* f_;
+  jsonl_non_finite style_;
   std::string line_;
 };
 
@@ -256,16 +307,19 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
     for (const auto& l : loc->items()) {
       const auto* n = l.find("name");
       const auto* s = l.find("score");
-      if (n == nullptr || !n->is_string() || s == nullptr || !s->is_number())
+      double score = 0.0;
+      if (n == nullptr || !n->is_string() || s == nullptr || !number_of(*s, score))
         throw error(std::string(where) + ": each location needs a string \"name\" and a number \"score\"");
-      out.where.emplace_back(n->string(), s->number());
+      out.where.emplace_back(n->string(), score);
     }
   }
   if (const auto* ev = f.find("evidence"); ev != nullptr) {
     if (!ev->is_object()) throw error(std::string(where) + ": a finding's \"evidence\" must be an object");
     for (const auto& [k, v] : ev->members()) {
-      if (!v.is_number()) throw error(std::string(where) + ": evidence \"" + k + "\" is not a number");
-      out.evidence.emplace_back(k, v.number());
+      double x = 0.0;
+      if (!number_of(v, x))
+        throw error(std::string(where) + ": evidence \"" + k + "\" is not a number");
+      out.evidence.emplace_back(k, x);
     }
   }
   if (const auto* d = f.find("detector"); d != nullptr && d->is_string()) out.detector = d->string();
@@ -278,7 +332,8 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
 /// errors. Steps repeat across finding lines; a step line whose step equals the previous step
 /// line's adds to it. Unknown keys in a step line become metrics when they are numbers and
 /// are ignored otherwise; an unknown line kind is an error, so a file that is not mldiag's
-/// says so.
+/// says so. Both non-finite styles read back (schema 1 and 2, strings and bare tokens, in any
+/// mix): a string `"NaN"`, `"Infinity"` or `"-Infinity"` where a number belongs is that value.
 ///
 /// **Example**
 /// ```cpp
@@ -306,6 +361,14 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
       if (schema == nullptr || !schema->is_number() || schema->number() > jsonl_schema)
         throw error(where + ": mldiag JSON Lines schema " + (schema && schema->is_number() ? fmt::format("{}", schema->number()) : "?") +
                     "; this mldiag reads schema " + std::to_string(jsonl_schema) + " and older: update mldiag");
+      // A style this reader does not know would be a new schema; refuse it rather than misread.
+      if (const auto* nf = h->find("non_finite");
+          nf != nullptr &&
+          !(nf->is_string() && (nf->string() == jsonl_style_name(jsonl_non_finite::string) ||
+                                nf->string() == jsonl_style_name(jsonl_non_finite::bare))))
+        throw error(where +
+                    ": \"non_finite\" must be \"string\" or \"bare\" (the file is damaged, or "
+                    "newer than this mldiag: update mldiag)");
       if (const auto* t = h->find("title"); t != nullptr && t->is_string() && !t->string().empty()) log.title = t->string();
       header = true;
       continue;
@@ -331,8 +394,9 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
     while (row > 0 && log.steps.size() - row < 1024 && log.steps[row - 1] > s) --row;
     if (row == 0 || log.steps[row - 1] != s) row = log.add_step(s) + 1;
     for (const auto& [key, value] : v.members()) {
-      if (key == "step" || !value.is_number()) continue;
-      log.metric_values[log.column(key)][row - 1] = value.number();
+      double x = 0.0;
+      if (key == "step" || !detail::number_of(value, x)) continue;
+      log.metric_values[log.column(key)][row - 1] = x;
     }
   }
   if (!header && log.steps.empty() && log.findings.empty())
