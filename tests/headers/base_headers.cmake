@@ -11,7 +11,8 @@ set(base_headers
   "mldiag/protocol/log.hpp|"
   "mldiag/protocol/pattern_tables.hpp|^mldiag/detectors/symptoms\\.hpp$"
   "mldiag/stats/tensor_stats.hpp|^mldiag/core/config\\.hpp$"
-  "mldiag/core/concepts.hpp|^mldiag/core/")
+  "mldiag/core/concepts.hpp|^mldiag/core/"
+  "mldiag/report/episodes.hpp|^mldiag/(core/error|detectors/finding|report/run_log|protocol/log)\\.hpp$")
 set(failed "")
 foreach(entry IN LISTS base_headers)
   string(FIND "${entry}" "|" bar)

@@ -4,7 +4,9 @@
 
     check_html.py REPORT.html [--screenshot OUT.png] [--window-size 1400,2400]
                   [--expect-marker step=120,tensor=block2,symptom=exploding gradients] ...
-                  [--expect-no-marker tensor=block1] ... [--expect-nonfinite step=200,metric=loss]
+                  [--expect-no-marker tensor=block1[,symptom=...]] ...
+                  [--expect-nonfinite step=200,metric=loss]
+                  [--jsonl RUN.jsonl [--gap 1000]] [--expect-legend] [--expect-open-diagnoses]
                   [--chromium PATH] [--timeout SECONDS]
 
 Static checks (no browser): no <script>, no src= and no http(s) URL, every href a data: URI,
@@ -17,7 +19,17 @@ Chromium checks (`chromium --headless --dump-dom`, then `--screenshot`):
   * --expect-marker: a `.finding-marker` at that step (and symptom, when given) in the loaded
     DOM and, when tensor= is given, a `.heatmap-marker` at that step on a row whose tensor
     matches (equal, or one a prefix of the other at a '.' or '/' boundary);
-  * --expect-no-marker tensor=T: no `.heatmap-marker` on a row matching T;
+  * --expect-no-marker tensor=T: no `.heatmap-marker` on a row matching T (of that symptom,
+    when given);
+  * --jsonl: the run's JSON Lines (what the page was made from). The episodes are computed
+    here from its finding lines by the rule of docs/formats.md (same question, symptom and top
+    location; a finding whose first_step is at most GAP steps after the episode's end joins
+    it): the page must have exactly one `.finding-marker` per episode that has a step, at its
+    start with its delivery count, and one `tr.finding` per episode; and, when every step has
+    its own column, one `.val-point` per logged val_loss;
+  * --expect-legend: the loss chart's legend names loss, critical, warning and info marks;
+  * --expect-open-diagnoses: the page shows each open diagnosis ("open, phase 1: evidence")
+    and does not say "No diagnosis was recorded";
   * --expect-nonfinite: a `.nonfinite-mark` at that step (and metric);
   * the screenshot is a PNG that shows the heatmap: at least 4 of the heatmap's level colours
     appear in it.
@@ -29,6 +41,8 @@ Python 3 standard library only.
 import argparse
 import base64
 import html.parser
+import json
+import math
 import os
 import re
 import shutil
@@ -68,6 +82,14 @@ class Elements(html.parser.HTMLParser):
         super().__init__(convert_charrefs=True)
         self.by_class = {}
         self.tags = []
+        self.chunks = []
+
+    def handle_data(self, data):
+        self.chunks.append(data)
+
+    @property
+    def text(self):
+        return " ".join(" ".join(self.chunks).split())
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -159,6 +181,63 @@ def static_checks(text, failures):
     return palettes
 
 
+def reference_episodes(jsonl, gap):
+    """The episodes of a JSON Lines run, by the rule, from its finding lines in file order."""
+    episodes, newest, val_points, steps = [], {}, 0, set()
+    with open(jsonl, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            rec = json.loads(line)  # Python's json reads the bare NaN/Infinity tokens
+            if "finding" in rec:
+                fd = rec["finding"]
+                place = fd["location"][0]["name"] if fd.get("location") else ""
+                key = (fd["question"], fd["symptom"], place)
+                end = max(fd["first_step"], fd["last_step"])
+                e = newest.get(key)
+                if e is not None and fd["first_step"] - e["last"] <= gap:
+                    e["first"] = min(e["first"], fd["first_step"])
+                    e["last"] = max(e["last"], end)
+                    e["count"] += 1
+                    continue
+                e = {"symptom": fd["symptom"], "first": fd["first_step"], "last": end, "count": 1}
+                episodes.append(e)
+                newest[key] = e
+            elif "step" in rec:
+                steps.add(rec["step"])
+                if isinstance(rec.get("val_loss"), (int, float)) and math.isfinite(rec["val_loss"]):
+                    val_points += 1
+    return episodes, val_points, len(steps)
+
+
+def check_episodes(jsonl, gap, dom, failures):
+    episodes, val_points, steps = reference_episodes(jsonl, gap)
+    drawn = [e for e in episodes if e["last"] >= 0]
+    markers = dom.by_class.get("finding-marker", [])
+    rows = dom.by_class.get("finding", [])
+    rows = [r for r in rows if r.get("data-count") is not None]  # the table's tr.finding
+    print(f"check_html: {jsonl}: {sum(e['count'] for e in episodes)} deliveries -> {len(episodes)} episodes "
+          f"(gap {gap}); page: {len(markers)} markers, {len(rows)} table rows")
+    if len(markers) != len(drawn):
+        failures.append(f"{len(markers)} finding markers, expected one per episode with a step: {len(drawn)}")
+    if len(rows) != len(episodes):
+        failures.append(f"{len(rows)} findings-table rows, expected one per episode: {len(episodes)}")
+    for e in drawn:
+        start = str(max(e["first"], 0))
+        hits = [m for m in markers if m.get("data-step") == start and m.get("data-symptom") == e["symptom"]
+                and m.get("data-count") == str(e["count"])]
+        if len(hits) != 1:
+            failures.append(f"episode {e['symptom']} at {start} ({e['count']} deliveries): {len(hits)} markers")
+    columns = [int(m.get("data-columns", "0")) for m in dom.by_class.get("heatmap", [])]
+    points = dom.by_class.get("val-point", [])
+    if val_points and (not columns or columns[0] >= steps):
+        if len(points) != val_points:
+            failures.append(f"{len(points)} validation points drawn, {val_points} val_loss values logged")
+        else:
+            print(f"check_html: all {val_points} validation points drawn")
+
+
 def find_chromium(explicit):
     for candidate in [explicit, os.environ.get("CHROMIUM"), "chromium", "chromium-browser",
                       "google-chrome", "google-chrome-stable"]:
@@ -185,6 +264,10 @@ def main():
     ap.add_argument("--expect-marker", action="append", default=[])
     ap.add_argument("--expect-no-marker", action="append", default=[])
     ap.add_argument("--expect-nonfinite", action="append", default=[])
+    ap.add_argument("--jsonl")
+    ap.add_argument("--gap", type=int, default=1000)
+    ap.add_argument("--expect-legend", action="store_true")
+    ap.add_argument("--expect-open-diagnoses", action="store_true")
     ap.add_argument("--chromium")
     ap.add_argument("--timeout", type=float, default=90)
     opts = ap.parse_args()
@@ -243,7 +326,8 @@ def main():
     for text_spec in opts.expect_no_marker:
         spec = parse_spec(text_spec)
         bad = [m for m in cells if location_matches(spec.get("tensor", ""), m.get("data-tensor", ""))
-               and ("step" not in spec or m.get("data-step") == spec["step"])]
+               and ("step" not in spec or m.get("data-step") == spec["step"])
+               and ("symptom" not in spec or m.get("data-symptom") == spec["symptom"])]
         if bad:
             failures.append(f"unexpected heatmap-marker on {bad[0].get('data-tensor')} ({text_spec})")
     for text_spec in opts.expect_nonfinite:
@@ -251,6 +335,23 @@ def main():
         if not [m for m in marks if m.get("data-step") == spec.get("step") and
                 ("metric" not in spec or m.get("data-metric") == spec["metric"])]:
             failures.append(f"no nonfinite-mark with {text_spec}")
+
+    if opts.jsonl:
+        check_episodes(opts.jsonl, opts.gap, dom, failures)
+    if opts.expect_legend:
+        kinds = {m.get("data-kind") for m in dom.by_class.get("legend-item", [])}
+        for kind in ("loss", "critical", "warning", "info"):
+            if kind not in kinds:
+                failures.append(f"the loss chart's legend has no '{kind}' item (it has {sorted(k for k in kinds if k)})")
+    if opts.expect_open_diagnoses:
+        shown = dom.by_class.get("open-diagnosis", [])
+        if not shown:
+            failures.append("no .open-diagnosis on the page")
+        if "open, phase 1: evidence" not in dom.text:
+            failures.append("the page does not say 'open, phase 1: evidence'")
+        if "No diagnosis was recorded" in dom.text:
+            failures.append("the page says 'No diagnosis was recorded' while diagnoses are open")
+        print(f"check_html: {len(shown)} open diagnoses shown")
 
     if opts.screenshot:
         shot = os.path.abspath(opts.screenshot)

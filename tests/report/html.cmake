@@ -11,6 +11,12 @@ add_test(NAME report_html.sample_write
          COMMAND mldiag_html_report_sample "${mldiag_html_dir}/sample.html")
 set_tests_properties(report_html.sample_write PROPERTIES
   FIXTURES_SETUP mldiag_html_sample LABELS report_html)
+mldiag_add_program(mldiag_html_monitor_report
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/html_monitor_report.cpp LIBS mldiag::fmt)
+add_test(NAME report_html.monitor_write
+         COMMAND mldiag_html_monitor_report "${CMAKE_CURRENT_BINARY_DIR}/html/monitor")
+set_tests_properties(report_html.monitor_write PROPERTIES
+  FIXTURES_SETUP mldiag_html_monitor LABELS report_html)
 # The output folder must exist before the sample is written.
 file(MAKE_DIRECTORY "${mldiag_html_dir}")
 
@@ -29,6 +35,23 @@ if(Python3_Interpreter_FOUND)
                    --expect-nonfinite "step=200,metric=loss")
   set_tests_properties(report_html.chromium PROPERTIES
     FIXTURES_REQUIRED mldiag_html_sample SKIP_RETURN_CODE 77 LABELS report_html TIMEOUT 120)
+  # A real monitor's output (html_monitor_report.cpp): check_html.py computes the episodes
+  # itself from the JSON Lines (gap 1000) and finds one marker and one table row per episode,
+  # the planted faults on the rows their places name (`grad/fc1.weight`; `act/conv2.relu` ->
+  # conv2's rows), every validation point, the legend and the open diagnoses.
+  add_test(NAME report_html.monitor_chromium
+           COMMAND Python3::Interpreter "${CMAKE_CURRENT_LIST_DIR}/check_html.py"
+                   "${mldiag_html_dir}/monitor/report.html"
+                   --screenshot "${mldiag_html_dir}/monitor/report.png"
+                   --jsonl "${mldiag_html_dir}/monitor/run.jsonl" --gap 1000
+                   --expect-marker "tensor=fc1.weight,symptom=exploding gradients"
+                   --expect-marker "step=450,tensor=conv2.weight,symptom=dead activations"
+                   --expect-marker "step=450,tensor=conv2.bias,symptom=dead activations"
+                   --expect-no-marker "tensor=fc1,symptom=dead activations"
+                   --expect-no-marker "tensor=fc2,symptom=dead activations"
+                   --expect-legend --expect-open-diagnoses)
+  set_tests_properties(report_html.monitor_chromium PROPERTIES
+    FIXTURES_REQUIRED mldiag_html_monitor SKIP_RETURN_CODE 77 LABELS report_html TIMEOUT 120)
 else()
   message(STATUS "mldiag: report_html.chromium needs Python 3; not added")
 endif()

@@ -346,13 +346,18 @@ TEST_CASE(
     "rows only") {
   const planted p;
   const std::string page = mldiag::report::render_html(p.run, {.max_columns = 100});
-  // Three deliveries collapse into one marker and one table row with a count.
-  CHECK(count(page,
-              "class=\"finding-marker\" data-step=\"437\" data-symptom=\"exploding "
-              "gradients\" data-question=\"2\" data-severity=\"critical\"") == 1);
+  // Three deliveries are one episode: one marker and one table row with a count.
+  CHECK(
+      count(
+          page,
+          "class=\"finding-marker\" data-step=\"437\" data-last-step=\"439\" data-count=\"3\" "
+          "data-symptom=\"exploding gradients\" data-question=\"2\" data-severity=\"critical\"") ==
+      1);
   CHECK(count(page, "class=\"finding-marker\"") == 2);
-  CHECK(count(page, "data-count=\"3\"") == 1);
-  CHECK(count(page, "data-count=\"1\"") == 1);
+  CHECK(count(page, "<tr class=\"finding\"") == 2);
+  CHECK(count(page, "data-step=\"437\" data-last-step=\"439\" data-count=\"3\"><td>") == 1);
+  CHECK(count(page, "data-step=\"600\" data-last-step=\"600\" data-count=\"1\"><td>") == 1);
+  CHECK(count(page, "<td class=\"steps\">steps 437-439</td><td class=\"num\">3</td>") == 1);
   // block2.attn names block2.attn.qkv.weight and block2.attn.out.weight, not block2.attnx.*
   // nor block20.*; "embed" names embed.weight.
   for (const std::string t : {"block2.attn.qkv.weight", "block2.attn.out.weight", "embed.weight"})
@@ -386,8 +391,14 @@ TEST_CASE("absent and NaN - NaN gets a mark and absent leaves a gap") {
   const auto at = page.find("class=\"mean\" data-metric=\"loss\"");
   const std::string d = page.substr(at, page.find("/>", at) - at);
   CHECK(count(d, "M") == 2);
-  // val_loss every 100 steps: lone columns become points.
-  CHECK(count(page, "class=\"points\" data-metric=\"val_loss\"") == 1);
+  // val_loss every 100 steps: each evaluation is a point, joined by a line across the gaps.
+  CHECK(count(page, "class=\"val-points\" data-metric=\"val_loss\" data-points=\"10\"") == 1);
+  CHECK(count(page, "<circle class=\"val-point\"") == 10);
+  const auto vl = page.find("class=\"val-line\"");
+  REQUIRE(vl != std::string::npos);
+  const std::string val_d = page.substr(vl, page.find("/>", vl) - vl);
+  CHECK(count(val_d, "M") == 1);
+  CHECK(count(val_d, "L") == 9);
 }
 
 TEST_CASE("everything is escaped and nothing is loaded from elsewhere") {
@@ -519,4 +530,159 @@ TEST_CASE("extreme steps and values render without hanging") {
     flat.set("loss", 1e17);
   }
   CHECK(count(mldiag::report::render_html(flat), "class=\"x-axis\"") == 1);
+}
+
+namespace {
+
+// A run with the tensors named as the monitor names them, for the heatmap and marker tests.
+run_log named_run(std::size_t steps = 400) {
+  run_log run;
+  for (std::size_t s = 0; s < steps; ++s)
+    run.steps.push_back(static_cast<std::int64_t>(s));
+  std::vector<double> loss(steps), val(steps, run_log::absent());
+  for (std::size_t i = 0; i < steps; ++i) {
+    loss[i] = 2.0 - static_cast<double>(i) / static_cast<double>(steps);
+    if (i % 50 == 0) val[i] = loss[i] + 0.1;
+  }
+  fill(run, "loss", loss);
+  fill(run, "val_loss", val);
+  for (const std::string t : {"fc1.weight", "fc2.weight", "conv2.weight", "conv2.bias",
+                              "blocks.0.x.weight", "blocks.1.x.weight"})
+    fill(run, "grad/" + t + "/norm", std::vector<double>(steps, 0.5));
+  return run;
+}
+
+mldiag::finding make_finding(std::string symptom, mldiag::severity sev, std::int64_t step,
+                             std::vector<std::string> where) {
+  mldiag::finding f;
+  f.question = mldiag::question::convergence;
+  f.symptom = std::move(symptom);
+  f.severity = sev;
+  f.first_step = f.last_step = step;
+  for (auto& w : where)
+    f.where.emplace_back(std::move(w), 1.0);
+  f.detector = "test";
+  return f;
+}
+
+// The tensors the page marks for findings with `symptom`.
+std::vector<std::string> marked(const std::string& page, const std::string& symptom) {
+  std::vector<std::string> out;
+  const std::regex re("class=\"heatmap-marker\" data-tensor=\"([^\"]*)\"[^>]*data-symptom=\"" +
+                      symptom + "\"");
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), re); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the heatmap marks places named with the monitor's role prefixes") {
+  run_log run = named_run();
+  using mldiag::severity;
+  run.findings.push_back({10, make_finding("g", severity::warning, 10, {"grad/fc1.weight"})});
+  run.findings.push_back({20, make_finding("a", severity::warning, 20, {"act/conv2.relu"})});
+  run.findings.push_back({30, make_finding("b", severity::warning, 30, {"act/blocks.1.attn"})});
+  run.findings.push_back({40, make_finding("p", severity::warning, 40, {"param/fc2.weight"})});
+  run.findings.push_back({50, make_finding("n", severity::warning, 50, {"act/head.out"})});
+  run.findings.push_back({60, make_finding("l", severity::warning, 60, {"act/blocks.7.attn"})});
+  const std::string page = mldiag::report::render_html(run);
+  using v = std::vector<std::string>;
+  CHECK(marked(page, "g") == v{"fc1.weight"});
+  CHECK(marked(page, "a") == v{"conv2.bias", "conv2.weight"});  // conv2.relu's module
+  CHECK(marked(page, "b") == v{"blocks.1.x.weight"});           // not blocks.0
+  CHECK(marked(page, "p") == v{"fc2.weight"});
+  CHECK(marked(page, "n").empty());  // no head.* row
+  CHECK(marked(page, "l").empty());  // blocks.7 has no row; never all of `blocks`
+  CHECK(h::strip_role_prefix("residual_in/blocks.1") == "blocks.1");
+  CHECK(h::strip_role_prefix("gradient/x") == "gradient/x");
+  CHECK(h::strip_role_prefix("grad/") == "grad/");
+}
+
+TEST_CASE("one marker per episode, info drawn apart from alarms, and a legend") {
+  run_log run = named_run(3000);
+  using mldiag::severity;
+  // A warning every step from 100 to 299, rising to critical at 200: one episode.
+  for (std::int64_t s = 100; s < 300; ++s)
+    run.findings.push_back(
+        {s, make_finding("exploding gradients", s < 200 ? severity::warning : severity::critical, s,
+                         {"grad/fc1.weight"})});
+  // An info plateau flickering every 10 steps from 500 to 1490, then again at 2600: two.
+  for (std::int64_t s = 500; s < 1500; s += 10)
+    run.findings.push_back({s, make_finding("plateau", severity::info, s, {})});
+  run.findings.push_back({2600, make_finding("plateau", severity::info, 2600, {})});
+  const std::string page = mldiag::report::render_html(run);
+  // Reference: the episodes by the rule, counted here: 1 + 2.
+  CHECK(count(page, "class=\"finding-marker\"") == 3);
+  CHECK(count(page, "<tr class=\"finding\"") == 3);
+  CHECK(count(page, "data-severity=\"critical\" data-detector") == 1);
+  CHECK(count(page, "data-step=\"100\" data-last-step=\"299\" data-count=\"200\"") ==
+        2);  // marker + row
+  CHECK(count(page, "data-step=\"500\" data-last-step=\"1490\" data-count=\"100\"") == 2);
+  // Info markers: a short grey tick, no triangle and no line across the curve.
+  const auto info_at = page.find("class=\"finding-marker\" data-step=\"500\"");
+  REQUIRE(info_at != std::string::npos);
+  const std::string info = page.substr(info_at, page.find("</g>", info_at) - info_at);
+  CHECK(info.find("<path") == std::string::npos);
+  CHECK(info.find("stroke=\"#8a8a8a\"") != std::string::npos);
+  const auto alarm_at = page.find("class=\"finding-marker\" data-step=\"100\"");
+  const std::string alarm = page.substr(alarm_at, page.find("</g>", alarm_at) - alarm_at);
+  CHECK(alarm.find("<path") != std::string::npos);
+  CHECK(alarm.find("class=\"episode-span\"") != std::string::npos);
+  // No heatmap step line for info; one for the alarm.
+  CHECK(count(page, "class=\"heatmap-step-line\"") == 1);
+  // The legend names every kind of mark.
+  for (const char* kind : {"loss", "val_loss", "nonfinite", "critical", "warning", "info"})
+    CHECK(count(page, fmt::format("class=\"legend-item\" data-kind=\"{}\"", kind)) == 1);
+  CHECK(count(page, "3 finding episodes (301 deliveries)") == 1);
+}
+
+TEST_CASE("configuration findings: before training in the table, not on the curve") {
+  run_log run = named_run();
+  auto f = make_finding("attention without a fused kernel", mldiag::severity::warning, -1,
+                        {"fused_attention"});
+  f.question = mldiag::question::efficiency;
+  run.findings.push_back({-1, f});
+  const std::string page = mldiag::report::render_html(run);
+  CHECK(count(page, "class=\"finding-marker\"") == 0);
+  CHECK(count(page, "<td class=\"steps\">before training</td>") == 1);
+  // No step is printed for it (data-step keeps -1, the finding's own value, for programs).
+  CHECK(count(page, "step -1") == 0);
+  CHECK(count(page, "steps -1") == 0);
+  CHECK(count(page, ">-1<") == 0);
+  CHECK(count(page, "data-step=\"-1\" data-last-step=\"-1\" data-count=\"1\"><td>") == 1);
+  CHECK(count(page, "1 before training (no step)") == 1);
+}
+
+TEST_CASE("open diagnoses are shown, and no diagnosis only when there is none") {
+  run_log run = named_run();
+  const std::string none = mldiag::report::render_html(run);
+  CHECK(count(none, "No diagnosis was recorded") == 1);
+  run.open_diagnoses.push_back(
+      {mldiag::question::convergence,
+       "exploding <gradients>",
+       120,
+       mldiag::protocol::phase_id::evidence,
+       {{mldiag::protocol::phase_id::evidence, "opened at step 120 by exploding_gradients"}}});
+  run.open_diagnoses.push_back({mldiag::question::early_anomaly,
+                                "loss spike",
+                                -1,
+                                mldiag::protocol::phase_id::evidence,
+                                {}});
+  const std::string open = mldiag::report::render_html(run);
+  CHECK(count(open, "No diagnosis was recorded") == 0);
+  CHECK(count(open, "<div class=\"open-diagnosis phase phase-1\"") == 2);
+  CHECK(count(open,
+              "<h4>open, phase 1: evidence &mdash; Q1 convergence: exploding "
+              "&lt;gradients&gt;, opened at step 120</h4><ul><li>opened at step 120 by "
+              "exploding_gradients</li></ul>") == 1);
+  CHECK(count(open, "Q2 early anomaly: loss spike, opened before training</h4></div>") == 1);
+  CHECK(count(open, "2 open diagnoses") == 2);  // header and the section's heading
+  // With a recorded log as well, both appear.
+  run.diagnosis = {{mldiag::protocol::phase_id{1}, "baseline recorded"}};
+  const std::string both = mldiag::report::render_html(run);
+  CHECK(count(both, "class=\"phase phase-1\" data-phase=\"1\"") == 1);
+  CHECK(count(both, "<div class=\"open-diagnosis") == 2);
 }

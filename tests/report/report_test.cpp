@@ -249,13 +249,65 @@ TEST_CASE("the text report groups repeated findings by question, with evidence a
   CAPTURE(text);
   CHECK(contains(text, "== mldiag report: demo =="));
   CHECK(contains(text, "steps 0-3 (4 logged), last loss 0"));
-  CHECK(contains(text, "2 finding(s) at warning or above (1 below, not listed)"));
-  CHECK(contains(text, "exploding gradients — steps 12-16, reported 2 times"));
-  CHECK(contains(text, "evidence: ratio_to_median=70"));
+  CHECK(contains(text, "2 episode(s) at warning or above, from 3 deliveries (1 below, not listed)"));
+  // One episode of two deliveries: its span, its count, and its peak's numbers (the first of
+  // the equally critical deliveries: 66, not the newer 70).
+  CHECK(contains(text, "exploding gradients — steps 12-16, 2 deliveries, peak critical at step 12\n"));
+  CHECK(contains(text, "evidence: ratio_to_median=66 "));
+  CHECK_FALSE(contains(text, "ratio_to_median=70"));
   CHECK(text.find("Q1 convergence") < text.find("Q2 early anomaly"));
   CHECK_FALSE(contains(text, "something small"));
   CHECK(contains(text, "diagnosis log\n  phase 1 (evidence)"));
   CHECK(r::group_findings(log.findings).size() == 3);
+  CHECK_FALSE(contains(text, "open diagnoses"));
+}
+
+TEST_CASE("the text report lists episodes: deliveries within the gap are one entry, beyond it two") {
+  r::run_log log;
+  auto f = sample_finding();
+  // Every 7th step from 100 to 2000 (a flickering detector), then again at 4000.
+  for (std::int64_t s = 100; s <= 2000; s += 7) {
+    f.first_step = f.last_step = s;
+    log.findings.push_back({s, f});
+  }
+  f.first_step = f.last_step = 4000;
+  log.findings.push_back({4000, f});
+  const auto text = r::text_report(log);
+  CAPTURE(text);
+  CHECK(contains(text, "2 episode(s) at warning or above, from 273 deliveries"));  // 272 + 1
+  CHECK(contains(text, "exploding gradients — steps 100-1997, 272 deliveries, peak critical at step 100"));
+  CHECK(contains(text, "exploding gradients — step 4000\n"));
+  // A gap of 5 steps splits the flicker into one episode per delivery.
+  CHECK(contains(r::text_report(log, {.episode_gap = 5}), "273 episode(s) at warning or above"));
+}
+
+TEST_CASE("configuration findings say before training, not steps -1--1") {
+  mldiag::finding config;
+  config.question = mldiag::question::efficiency;
+  config.symptom = "attention without a fused kernel";
+  config.severity = mldiag::severity::warning;
+  config.where = {{"fused_attention", 0.0}};
+  config.detector = "configuration";
+  CHECK(fmt::format("{}", config) == "warning Q3 efficiency: attention without a fused kernel (before training) at fused_attention");
+  CHECK_FALSE(contains(fmt::format("{:d}", config), "-1"));
+  r::run_log log;
+  log.findings.push_back({-1, config});
+  const auto text = r::text_report(log);
+  CAPTURE(text);
+  CHECK(contains(text, "attention without a fused kernel — before training\n"));
+  CHECK_FALSE(contains(text, "-1"));
+}
+
+TEST_CASE("the text report shows the diagnoses still open with their log lines") {
+  r::run_log log;
+  auto f = sample_finding();
+  log.findings.push_back({12, f});
+  log.open_diagnoses.push_back({mldiag::question::convergence, "exploding gradients", 12, mldiag::protocol::phase_id::evidence,
+                                {{mldiag::protocol::phase_id::evidence, "opened by exploding gradients at step 12"}}});
+  const auto text = r::text_report(log);
+  CAPTURE(text);
+  CHECK(contains(text, "\nopen diagnoses\n  open, phase 1 (evidence): Q1 convergence: exploding gradients, opened at step 12\n"
+                       "    phase 1 (evidence): opened by exploding gradients at step 12\n"));
 }
 
 TEST_CASE("run_log keeps absent and NaN apart and refuses misuse") {

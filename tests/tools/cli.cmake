@@ -33,6 +33,19 @@ if(EXISTS "${real_runs}")
                scaleup1b_87bd51fd_train scaleup1b_87bd51fd_val gpt2medium_val)
     add_test(NAME tools.cli.scan_healthy.${file} COMMAND ${cli} scan ${real_runs}/${file}.csv)
   endforeach()
+  # `scan --all` lists episodes, as many as check_episodes.py finds by the rule itself from the
+  # --json deliveries (gap 1000, docs/formats.md); on llm.c's flickering plateau (175
+  # deliveries) at most a tenth as many.
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME tools.cli.scan_episodes.llmc_gpt2_124M_train
+             COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_episodes.py ${cli}
+                     ${real_runs}/llmc_gpt2_124M_train.csv --gap 1000 --max-ratio 0.1)
+    foreach(file adamw_baseline_train scaleup1b_87bd51fd_train)
+      add_test(NAME tools.cli.scan_episodes.${file}
+               COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_episodes.py ${cli}
+                       ${real_runs}/${file}.csv --gap 1000)
+    endforeach()
+  endif()
   # The documented BigScience events, with the right symptom and step (exit 1: found).
   if(Python3_Interpreter_FOUND)
     add_test(NAME tools.cli.scan_bigscience
@@ -57,7 +70,8 @@ endif()
 # The flagship demo's HTML report: `mldiag report` on its JSON Lines writes the same page the
 # demo wrote, and headless Chromium shows the planted fault (attention scores x50 in blocks.1
 # from step 100, found at step 101) on the loss curve and on blocks.1's rows of the heatmap,
-# and on no other block's. The screenshot stays at build/examples/flagship/demo/report.png.
+# and on no other block's; one marker and one table row per episode of its JSON Lines, and the
+# legend. The screenshot stays at build/examples/flagship/demo/report.png.
 if(TARGET mldiag_demo AND TARGET mldiag::torch AND Python3_Interpreter_FOUND)
   set(demo_dir "${PROJECT_BINARY_DIR}/examples/flagship/demo")
   mldiag_cli_expect_exit(report_demo 1 "wrote .*report-cli.html \\(300 steps" report ${demo_dir}/run.jsonl -o ${demo_dir}/report-cli.html)
@@ -69,7 +83,8 @@ if(TARGET mldiag_demo AND TARGET mldiag::torch AND Python3_Interpreter_FOUND)
                    --screenshot ${demo_dir}/report.png
                    --expect-marker "step=101,tensor=blocks.1.qkv.weight,symptom=attention entropy collapse"
                    --expect-marker "step=101,tensor=blocks.1.proj.weight,symptom=attention entropy collapse"
-                   --expect-no-marker "tensor=blocks.0" --expect-no-marker "tensor=blocks.2" --expect-no-marker "tensor=blocks.3")
+                   --expect-no-marker "tensor=blocks.0" --expect-no-marker "tensor=blocks.2" --expect-no-marker "tensor=blocks.3"
+                   --jsonl ${demo_dir}/run.jsonl --gap 1000 --expect-legend)
   set_tests_properties(tools.cli.report_demo_chromium PROPERTIES FIXTURES_REQUIRED mldiag_demo_report SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
 

@@ -14,6 +14,7 @@
 #include "cli/scan.hpp"
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/report/episodes.hpp"
 #include "mldiag/report/html.hpp"
 #include "mldiag/report/jsonl.hpp"
 #include "mldiag/report/text.hpp"
@@ -76,7 +77,8 @@ constexpr std::string_view scan_help = R"(usage: mldiag scan [options] LOG...
 
 Runs mldiag's Q1/Q2 detectors (divergence, loss spikes, exploding gradients, plateaus,
 oscillation, non-finite values, learning-rate sanity, loss-scale collapse, ...) over a
-training log and prints the findings, grouped by question.
+training log and prints the findings, grouped by question: one entry per episode (the
+deliveries of one symptom at one place, at most 1000 steps apart) with its steps, count and peak.
 
 Formats (detected from the content, then the extension):
   csv          a header line; columns step/iteration/iter, loss/train_loss/lm_loss, val_loss,
@@ -258,6 +260,26 @@ void finding_json(json_out& j, const r::finding_group& g) {
   j.member("detector", f.detector).end_object();
 }
 
+// An episode (report/episodes.hpp): what the text report lists, one object per episode.
+void episode_json(json_out& j, const r::episode& e) {
+  j.begin_object()
+      .member("question", static_cast<int>(e.question))
+      .member("symptom", e.symptom)
+      .member("place", e.place)
+      .member("severity", mldiag::name(e.severity()))
+      .member("first_step", e.first_step)
+      .member("last_step", e.last_step)
+      .member("deliveries", static_cast<std::uint64_t>(e.count))
+      .member("peak_step", e.peak_delivered);
+  j.key("places").begin_array();
+  for (const auto& p : e.places) j.value(p);
+  j.end_array();
+  j.key("evidence").begin_object();
+  for (const auto& [k, v] : e.peak.evidence) j.member(k, v);
+  j.end_object();
+  j.member("detector", e.peak.detector).end_object();
+}
+
 bool any_warning(const std::vector<r::finding_group>& groups) {
   return std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.f.severity >= mldiag::severity::warning; });
 }
@@ -311,6 +333,11 @@ int scan_command(const args& a) {
         j.key("findings").begin_array();
         for (const auto& g : groups)
           if (g.f.severity >= min_severity) finding_json(j, g);
+        j.end_array();
+        // The text report's entries: the findings above grouped into episodes.
+        j.key("episodes").begin_array();
+        for (const auto& e : r::group_episodes(result.findings))
+          if (e.severity() >= min_severity) episode_json(j, e);
         j.end_array().end_object();
         continue;
       }

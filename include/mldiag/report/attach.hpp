@@ -46,7 +46,7 @@ class jsonl_report final : public monitor_sink {
 
 // The run as the HTML page draws it, collected step by step: loss, val_loss, lr, loss scale,
 // the global gradient norm and each gradient's norm (8 bytes per value and step), the
-// findings, and at the end the open diagnoses' logs.
+// findings, and at the end the open diagnoses (run_log::open_diagnoses).
 class html_report final : public monitor_sink {
  public:
   html_report(std::filesystem::path path, std::string_view title, html_options o) : path_(std::move(path)), options_(std::move(o)) {
@@ -76,8 +76,10 @@ class html_report final : public monitor_sink {
   }
   void on_finding(const finding& f) override { run_.findings.push_back({step_, f}); }
   void on_finish(const monitor& mon) override {
-    for (std::size_t i = 0; i < mon.open_diagnoses(); ++i)
-      for (const auto& e : mon.open_diagnosis(i).log()) run_.diagnosis.push_back(e);
+    for (std::size_t i = 0; i < mon.open_diagnoses(); ++i) {
+      const finding& by = mon.opened_by(i);
+      run_.open_diagnoses.push_back({by.question, by.symptom, by.first_step, protocol::phase_id::evidence, mon.open_diagnosis(i).log()});
+    }
     write_html(run_, path_, options_);
   }
 

@@ -9,6 +9,7 @@
 #include "mldiag/evidence/snapshot.hpp"
 #include "mldiag/protocol/diagnosis.hpp"
 #include "mldiag/protocol/evidence_summary.hpp"
+#include "mldiag/report/episodes.hpp"  // step_span
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
@@ -57,7 +58,12 @@ inline std::string_view check_name(protocol::obvious_checks::result r) noexcept 
 
 template <class Out>
 Out format_finding(Out out, const finding& f, bool detailed) {
-  out = fmt::format_to(out, "{} {}: {} (steps {}-{})", name(f.severity), name(f.question), f.symptom, f.first_step, f.last_step);
+  out = fmt::format_to(out, "{} {}: {} (", name(f.severity), name(f.question), f.symptom);
+  // A configuration (L0) finding has no step (-1): "before training", not "steps -1--1".
+  if (f.last_step < 0 || f.first_step < 0)
+    out = fmt::format_to(out, "{})", step_span(f.first_step, f.last_step));
+  else
+    out = fmt::format_to(out, "steps {}-{})", f.first_step, f.last_step);
   if (!detailed) {
     if (!f.where.empty()) out = fmt::format_to(out, " at {}", f.where.front().first);
     return out;
@@ -173,7 +179,8 @@ struct fmt::formatter<mldiag::severity> : fmt::formatter<std::string_view> {
   auto format(mldiag::severity s, Context& ctx) const { return fmt::formatter<std::string_view>::format(mldiag::name(s), ctx); }
 };
 
-/// `{}`: "critical Q1 convergence: exploding gradients (steps 12-15) at fc1.weight";
+/// `{}`: "critical Q1 convergence: exploding gradients (steps 12-15) at fc1.weight" ("(before
+/// training)" for a configuration finding, which has no step);
 /// `{:d}`: every location with its score, the evidence and the detector, one per line.
 template <>
 struct fmt::formatter<mldiag::finding> : mldiag::report::detail::spec_parser {

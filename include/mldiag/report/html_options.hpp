@@ -2,7 +2,10 @@
 /// `html_options`: how the HTML report (report/html.hpp) lays out its charts.
 #pragma once
 
+#include "mldiag/report/episodes.hpp"  // default_episode_gap
+
 #include <cstddef>  // std::size_t
+#include <cstdint>
 
 namespace mldiag::report {
 
@@ -21,6 +24,9 @@ struct html_options {
   /// [min_row_height, 14]; with more rows than fit, the page grows instead.
   double max_heatmap_height = 1200.0;
   double min_row_height = 2.0;
+  /// The episode rule's gap in steps (report/episodes.hpp): findings are drawn and listed one
+  /// per episode.
+  std::int64_t episode_gap = default_episode_gap;
 };
 
 }  // namespace mldiag::report

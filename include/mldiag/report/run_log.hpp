@@ -28,8 +28,30 @@ struct logged_finding {
 /// say) and its text.
 using diagnosis_line = protocol::log_entry;
 
+/// A diagnosis still open when the run_log was written: one the monitor opened (a finding at
+/// warning or above whose question and symptom had none, `monitor::open_diagnoses()`) and
+/// nobody took through the method yet. The reports show it as "open, phase 1: evidence" with
+/// what opened it and its log lines, so a page never says "no diagnosis" while some are open.
+///
+/// Filling it is the writer's job (the monitor side: `monitor::opened_by(i)` gives the
+/// question and symptom, the diagnosis's `log()` its lines); the reports only render it.
+///
+/// **Example**
+/// ```cpp
+/// run.open_diagnoses.push_back({mldiag::question::convergence, "plateau", 4536,
+///                               mldiag::protocol::phase_id::evidence,
+///                               {{mldiag::protocol::phase_id::evidence, "opened by plateau"}}});
+/// ```
+struct open_diagnosis {
+  mldiag::question question = mldiag::question::convergence;
+  std::string symptom;          ///< the symptom of the finding that opened it
+  std::int64_t opened_at = -1;  ///< the step it was opened at (-1: before training, or not known)
+  protocol::phase_id phase = protocol::phase_id::evidence;  ///< where it stands (1 when opened)
+  std::vector<diagnosis_line> log;  ///< its diagnosis log so far, in order
+};
+
 /// A run: steps in the order they were logged, one column of values per metric (aligned with
-/// `steps`), findings and diagnosis lines.
+/// `steps`), findings, diagnosis lines and the diagnoses still open.
 ///
 /// A metric that was not logged at a step holds `absent()`, a NaN with its own bit pattern, so
 /// "logged as NaN" (evidence: the loss *was* NaN) and "not logged" stay apart;
@@ -52,6 +74,9 @@ struct run_log {
   std::vector<std::vector<double>> metric_values;  // [metric][step index], absent() where not logged
   std::vector<logged_finding> findings;
   std::vector<diagnosis_line> diagnosis;
+  /// Diagnoses open at the end of the run, in the order opened (see open_diagnosis); empty
+  /// when none were or the writer did not say. The JSON Lines reader leaves it empty.
+  std::vector<open_diagnosis> open_diagnoses;
 
   /// The "not logged" value: a quiet NaN with payload 0xab5e7.
   [[nodiscard]] static double absent() noexcept { return std::bit_cast<double>(absent_bits); }

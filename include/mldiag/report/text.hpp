@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-/// The text report for a terminal: a run's findings grouped by question, with their evidence
-/// numbers and locations, and the diagnosis log phase by phase.
+/// The text report for a terminal: a run's findings as episodes grouped by question, with
+/// their evidence numbers and locations, and the diagnosis log phase by phase.
 #pragma once
 
+#include "mldiag/report/episodes.hpp"
 #include "mldiag/report/format.hpp"
 #include "mldiag/report/run_log.hpp"
 
@@ -13,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -23,13 +25,16 @@ struct text_options {
   severity min_severity = severity::warning;
   /// At most this many locations per finding.
   std::size_t max_locations = 3;
+  /// The episode rule's gap in steps (episodes.hpp).
+  std::int64_t episode_gap = default_episode_gap;
 };
 
 /// One finding as the reports show it. Detectors report while their condition holds, either
 /// as one finding whose last_step grows or as a fresh finding at each step; deliveries of the
 /// same (question, symptom, detector, top location) at consecutive logged steps collapse into
 /// one group with the number of deliveries, the span of steps and the numbers of its most
-/// severe delivery (the newest among equals).
+/// severe delivery (the newest among equals). The reports list the coarser episodes
+/// (episodes.hpp) instead; `mldiag scan --json` lists these groups as its `findings`.
 struct finding_group {
   finding f;
   std::int64_t delivered_first = -1;  ///< the step of the first delivery
@@ -87,7 +92,28 @@ struct finding_group {
   return groups;
 }
 
-/// The text report of a run.
+/// The episodes of a run (episodes.hpp) in the order the reports list them: by question,
+/// then peak severity (highest first), then start.
+[[nodiscard]] inline std::vector<episode> report_episodes(const run_log& run, std::int64_t gap = default_episode_gap) {
+  auto out = group_episodes(run.findings, gap);
+  std::stable_sort(out.begin(), out.end(), [](const episode& a, const episode& b) {
+    if (a.question != b.question) return a.question < b.question;
+    if (a.severity() != b.severity()) return a.severity() > b.severity();
+    return a.first_step < b.first_step;
+  });
+  return out;
+}
+
+/// The text report of a run: the run's steps and last loss, then its findings as episodes
+/// (episodes.hpp: the deliveries of one symptom at one place, close together in steps) at
+/// `min_severity` or above, grouped by question, one entry each — start-end, how many
+/// deliveries, the peak (highest severity, the first among equals) with its locations and
+/// evidence numbers — then the diagnosis log and the diagnoses still open.
+///
+///     Q1 convergence
+///       info     plateau — steps 4536-19380, 174 deliveries, peak info at step 4536
+///                evidence: recent_mean=3.60593 initial_mean=8.62191 ...
+///                detector: plateau
 ///
 /// **Example**
 /// ```cpp
@@ -109,22 +135,29 @@ struct finding_group {
     }
     out += '\n';
   }
-  const auto groups = group_findings(run.findings, run.steps);
-  std::size_t shown = 0, hidden = 0;
-  for (const auto& g : groups) (g.f.severity >= o.min_severity ? shown : hidden) += 1;
-  fmt::format_to(it, "{} finding(s) at {} or above", shown, name(o.min_severity));
+  const auto episodes = report_episodes(run, o.episode_gap);
+  std::size_t shown = 0, hidden = 0, deliveries = 0;
+  for (const auto& e : episodes) {
+    (e.severity() >= o.min_severity ? shown : hidden) += 1;
+    if (e.severity() >= o.min_severity) deliveries += e.count;
+  }
+  fmt::format_to(it, "{} episode(s) at {} or above", shown, name(o.min_severity));
+  if (deliveries > shown) fmt::format_to(it, ", from {} deliveries", deliveries);
   if (hidden > 0) fmt::format_to(it, " ({} below, not listed)", hidden);
   out += '\n';
   int question_shown = 0;
-  for (const auto& g : groups) {
-    if (g.f.severity < o.min_severity) continue;
-    if (static_cast<int>(g.f.question) != question_shown) {
-      question_shown = static_cast<int>(g.f.question);
-      fmt::format_to(it, "\n{}\n", name(g.f.question));
+  for (const auto& e : episodes) {
+    if (e.severity() < o.min_severity) continue;
+    if (static_cast<int>(e.question) != question_shown) {
+      question_shown = static_cast<int>(e.question);
+      fmt::format_to(it, "\n{}\n", name(e.question));
     }
-    const auto& f = g.f;
-    fmt::format_to(it, "  {:<8} {} — steps {}-{}", name(f.severity), f.symptom, f.first_step, f.last_step);
-    if (g.deliveries > 1) fmt::format_to(it, ", reported {} times", g.deliveries);
+    const auto& f = e.peak;
+    fmt::format_to(it, "  {:<8} {} — {}", name(e.severity()), e.symptom, step_span(e.first_step, e.last_step));
+    if (e.count > 1) {
+      const auto at = e.peak_delivered >= 0 ? e.peak_delivered : f.last_step;
+      fmt::format_to(it, ", {} deliveries, peak {} at {}", e.count, name(e.severity()), step_span(at, at));
+    }
     out += '\n';
     if (!f.where.empty()) {
       out += "           where:";
@@ -133,16 +166,35 @@ struct finding_group {
       if (f.where.size() > o.max_locations) fmt::format_to(it, ", and {} more", f.where.size() - o.max_locations);
       out += '\n';
     }
+    // Places other deliveries of the episode named and the peak did not.
+    std::vector<std::string_view> also;
+    for (const auto& p : e.places)
+      if (std::none_of(f.where.begin(), f.where.end(), [&](const auto& w) { return w.first == p; })) also.push_back(p);
+    if (!also.empty()) {
+      out += "           also at:";
+      for (std::size_t i = 0; i < also.size() && i < o.max_locations; ++i) fmt::format_to(it, "{} {}", i ? "," : "", also[i]);
+      if (also.size() > o.max_locations) fmt::format_to(it, ", and {} more", also.size() - o.max_locations);
+      out += '\n';
+    }
     if (!f.evidence.empty()) {
       out += "           evidence:";
       for (const auto& [k, v] : f.evidence) fmt::format_to(it, " {}={:.6g}", k, v);
       out += '\n';
     }
+    if (f.is_consequence()) fmt::format_to(it, "           a consequence of {} at step {}\n", f.consequence_of, f.consequence_of_step);
     if (!f.detector.empty()) fmt::format_to(it, "           detector: {}\n", f.detector);
   }
   if (!run.diagnosis.empty()) {
     out += "\ndiagnosis log\n";
     for (const auto& line : run.diagnosis) fmt::format_to(it, "  {}: {}\n", protocol::label(line.phase), line.text);
+  }
+  if (!run.open_diagnoses.empty()) {
+    out += "\nopen diagnoses\n";
+    for (const auto& d : run.open_diagnoses) {
+      fmt::format_to(it, "  open, {}: {}: {}, opened {}\n", protocol::label(d.phase), name(d.question), d.symptom,
+                     d.opened_at >= 0 ? "at step " + std::to_string(d.opened_at) : std::string("before training"));
+      for (const auto& line : d.log) fmt::format_to(it, "    {}: {}\n", protocol::label(line.phase), line.text);
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include "mldiag/report/detail/png.hpp"  // rgb
 #include "mldiag/report/detail/step_buckets.hpp"
+#include "mldiag/report/jsonl.hpp"  // metric_prefix: the role prefixes of the monitor's names
 #include "mldiag/report/run_log.hpp"
 
 #include <algorithm>
@@ -40,22 +41,52 @@ namespace mldiag::report::detail::html {
          longer[shorter.size()] == '/';
 }
 
+// A location without the role prefix the monitor puts on it (`grad/fc1.weight`,
+// `act/conv2.relu`: metric_prefix in report/jsonl.hpp, one per role), or the location itself
+// when it has none. Heatmap rows are tensor names without one.
+[[nodiscard]] inline std::string_view strip_role_prefix(std::string_view location) noexcept {
+  for (const role r : all_roles) {
+    const std::string_view prefix = metric_prefix(r);
+    if (location.size() > prefix.size() + 1 && location.starts_with(prefix) &&
+        location[prefix.size()] == '/')
+      return location.substr(prefix.size() + 1);
+  }
+  return location;
+}
+
+// Whether `name` is a list of numbered modules in `location` (`blocks` in `blocks.1.attn`):
+// the component after it is a number. Going up to it would name every layer.
+[[nodiscard]] inline bool is_layer_list(std::string_view location, std::size_t name_end) noexcept {
+  return name_end + 1 < location.size() && location[name_end + 1] >= '0' &&
+         location[name_end + 1] <= '9';
+}
+
 // The module a finding's location stands for on the heatmap: the location itself when it
-// names a row, else its parent module (the name up to its last '.' or '/'), and so on while
-// the parent still has a separator. Detectors name what they observed (`blocks.1.attn`, an
-// attention entropy), which need not be a parameter: its block (`blocks.1`) is. Empty when
-// nothing matches.
+// names a row, else its parent module (the name up to its last '.' or '/'), and so on, but
+// never up to a list of numbered layers (`blocks` of `blocks.1`) nor to a parent that names
+// every row (`model` of `model.final_act`), which would mark all of them. Detectors name what they
+// observed (`blocks.1.attn`, an attention entropy; `act/conv2.relu`, an activation), which need not
+// be a parameter: its module (`blocks.1`, `conv2`) is. The monitor's role prefix (`grad/`, `act/`,
+// ...) is not part of a row's name: a location that matches nothing as written is tried without it.
+// Empty when nothing matches.
 [[nodiscard]] inline std::string_view heatmap_location(std::string_view location,
                                                        const std::vector<std::string_view>& rows) {
-  for (;;) {
-    for (const auto& row : rows)
-      if (location_matches(location, row)) return location;
-    const auto cut = location.find_last_of("./");
-    if (cut == std::string_view::npos ||
-        location.substr(0, cut).find_first_of("./") == std::string_view::npos)
-      return {};
-    location = location.substr(0, cut);
-  }
+  const auto walk = [&rows](std::string_view at) -> std::string_view {
+    for (bool parent = false;; parent = true) {
+      std::size_t named = 0;
+      for (const auto& row : rows)
+        named += location_matches(at, row) ? 1 : 0;
+      // A parent that names every row (`model` of `model.final_act`) says nothing.
+      if (named > 0)
+        return parent && named == rows.size() && rows.size() > 1 ? std::string_view{} : at;
+      const auto cut = at.find_last_of("./");
+      if (cut == std::string_view::npos || cut == 0 || is_layer_list(at, cut)) return {};
+      at = at.substr(0, cut);
+    }
+  };
+  if (const auto found = walk(location); !found.empty()) return found;
+  const auto bare = strip_role_prefix(location);
+  return bare.size() == location.size() ? std::string_view{} : walk(bare);
 }
 
 // 32 colour levels: enough to read an order-of-magnitude change at a glance over the usual

@@ -9,9 +9,9 @@
 #include "mldiag/report/detail/html_text.hpp"
 #include "mldiag/report/detail/png.hpp"
 #include "mldiag/report/detail/step_buckets.hpp"
+#include "mldiag/report/episodes.hpp"
 #include "mldiag/report/html_options.hpp"
 #include "mldiag/report/run_log.hpp"
-#include "mldiag/report/text.hpp"  // group_findings
 #include "mldiag/version.hpp"
 
 #include <fmt/format.h>
@@ -31,30 +31,18 @@
 
 namespace mldiag::report::detail::html {
 
-// Repeated deliveries of one finding as one row and one marker: the grouping of the text
-// report (report/text.hpp, `group_findings`), so both reports count the same.
-struct collapsed_finding {
-  finding f;
-  std::size_t count = 0;
-  std::int64_t first_delivered = 0, last_delivered = 0;
-};
-
-[[nodiscard]] inline std::vector<collapsed_finding> collapse(
-    const std::vector<logged_finding>& findings, const std::vector<std::int64_t>& steps) {
-  std::vector<collapsed_finding> out;
-  for (auto& g : group_findings(findings, steps))
-    out.push_back({std::move(g.f), g.deliveries, g.delivered_first, g.delivered_last});
-  // In the order they were first delivered (group_findings orders by question for the text).
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.first_delivered < b.first_delivered;
-  });
+// The run's findings as episodes (report/episodes.hpp), in the order they began: one marker
+// and one table row each, as the text report lists them.
+[[nodiscard]] inline std::vector<episode> page_episodes(const run_log& run, std::int64_t gap) {
+  auto out = group_episodes(run.findings, gap);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const episode& a, const episode& b) { return a.first_step < b.first_step; });
   return out;
 }
 
 [[nodiscard]] inline int question_number(question q) noexcept {
   return static_cast<int>(q);
 }
-
 
 // Writes the page; one object so that the charts share their x mapping.
 class page {
@@ -63,7 +51,7 @@ class page {
       : run_(run),
         opt_(opt),
         buckets_(make_buckets(run.steps, opt.max_columns)),
-        findings_(collapse(run.findings, run.steps)) {
+        episodes_(page_episodes(run, opt.episode_gap)) {
     if (opt.width < opt.label_width + 200)
       throw error("html report: width must exceed label_width by at least 200 px");
     plot_left_ = static_cast<double>(opt.label_width);
@@ -122,7 +110,7 @@ class page {
     out_ +=
         R"css(body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:24px 0 8px;border-bottom:1px solid #ccc}
-h3{font-size:15px;margin:14px 0 6px}
+h3{font-size:15px;margin:14px 0 6px}h4{font-size:14px;margin:4px 0}
 table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
 .sev-critical{color:#fff;background:#c0392b}.sev-warning{background:#f5c242}.sev-info{background:#d6e9f8}
@@ -148,12 +136,14 @@ footer{margin-top:30px;color:#777;font-size:12px}
       if (buckets_.width > 1) put("; charts group {} steps per column", buckets_.width);
       out_ += ")";
     }
-    put("; {} findings ({} deliveries)</p>\n", findings_.size(), run_.findings.size());
+    put("; {} finding episodes ({} deliveries)", episodes_.size(), run_.findings.size());
+    if (!run_.open_diagnoses.empty()) put("; {} open diagnoses", run_.open_diagnoses.size());
+    out_ += "</p>\n";
     std::array<std::size_t, 3> by_severity{}, by_question{};
-    for (const auto& c : findings_) {
-      const auto s = static_cast<std::size_t>(c.f.severity);
+    for (const auto& e : episodes_) {
+      const auto s = static_cast<std::size_t>(e.severity());
       if (s < by_severity.size()) ++by_severity[s];
-      const auto q = static_cast<std::size_t>(question_number(c.f.question));
+      const auto q = static_cast<std::size_t>(question_number(e.question));
       if (q >= 1 && q <= 3) ++by_question[q - 1];
     }
     out_ += "<table class=\"counts\"><tr>";
@@ -171,24 +161,25 @@ footer{margin-top:30px;color:#777;font-size:12px}
     out_ += "</tr></table>\n</header>\n";
   }
 
-  // A tooltip body for a finding.
-  [[nodiscard]] static std::string finding_tooltip(const collapsed_finding& c) {
-    const auto& f = c.f;
-    std::string t = fmt::format("{} ({}, {}) at step {}", f.symptom, name(f.severity),
-                                name(f.question), f.first_step);
-    if (f.last_step != f.first_step) t += fmt::format(" to {}", f.last_step);
+  // A tooltip body for an episode: its span and count, then its peak delivery's numbers.
+  [[nodiscard]] static std::string episode_tooltip(const episode& e) {
+    const auto& f = e.peak;
+    std::string t = fmt::format("{} ({}, {}), {}", e.symptom, name(e.severity()), name(e.question),
+                                step_span(e.first_step, e.last_step));
+    if (e.count > 1) t += fmt::format(", {} deliveries", e.count);
     if (!f.where.empty()) {
       t += "\nwhere:";
       for (const auto& [n, score] : f.where)
         t += fmt::format(" {} ({})", n, number(score));
     }
     if (!f.evidence.empty()) {
-      t += "\nevidence:";
+      t += e.count > 1 ? "\nevidence at the peak:" : "\nevidence:";
       for (const auto& [n, v] : f.evidence)
         t += fmt::format(" {}={}", n, number(v));
     }
     if (!f.detector.empty()) t += "\ndetector: " + f.detector;
-    if (c.count > 1) t += fmt::format("\ndelivered {} times", c.count);
+    if (f.is_consequence())
+      t += fmt::format("\na consequence of {} at step {}", f.consequence_of, f.consequence_of_step);
     return t;
   }
 
@@ -199,7 +190,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
       case severity::warning:
         return "#e09b00";
       case severity::info:
-        return "#3b7dd8";
+        return "#8a8a8a";  // grey: info is context, not an alarm
     }
     return "#555";
   }
@@ -262,9 +253,11 @@ footer{margin-top:30px;color:#777;font-size:12px}
     constexpr double top = 34, height = 300, bottom = top + height;
     const auto y = [&](double v) { return bottom - (tr(v) - t_lo) / (t_hi - t_lo) * height; };
 
+    // Below the plot: the x labels, then the legend.
+    constexpr double legend_y = bottom + 34;
     put("<svg class=\"loss-chart\" width=\"{}\" height=\"{:.0f}\" viewBox=\"0 0 {} {:.0f}\" "
         "role=\"img\" data-log-y=\"{}\">\n",
-        opt_.width, bottom + 40, opt_.width, bottom + 40, log_y ? "true" : "false");
+        opt_.width, legend_y + 16, opt_.width, legend_y + 16, log_y ? "true" : "false");
     put("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fcfcfc\" "
         "stroke=\"#bbb\"/>\n",
         plot_left_, top, plot_width_, height);
@@ -295,42 +288,123 @@ footer{margin-top:30px;color:#777;font-size:12px}
       }
     }
     out_ += "</g>\n";
-    put("<text x=\"{:.1f}\" y=\"14\" fill=\"#333\">loss{}{}</text>\n", plot_left_,
-        val ? " (blue) and val_loss (orange)" : "",
+    put("<text x=\"{:.1f}\" y=\"14\" fill=\"#333\">{}{}</text>\n", plot_left_,
+        loss ? (val ? "loss and val_loss" : "loss") : "val_loss",
         log_y ? fmt::format("; log scale (spans {:.1f} decades)", std::log10(hi / lo))
               : std::string("; linear scale"));
-    put("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#666\">band: min-max of each column; line: "
-        "mean</text>\n",
-        plot_left_, bottom + 30);
 
-    if (loss) series(env_loss, "loss", "#2c6fbb", "#9cc3ea", y);
-    if (val) series(env_val, "val_loss", "#e67e22", "#f6c89a", y);
+    if (loss) series(env_loss, "loss", loss_colour, "#9cc3ea", y);
+    if (val) validation_series(env_val, y);
     if (loss) nonfinite_marks(env_loss, "loss", top);
     if (val) nonfinite_marks(env_val, "val_loss", top);
-
-    // Finding markers: a dashed line at the first step and a triangle on top, stacked when
-    // several fall in one column.
-    std::unordered_map<std::size_t, int> stacked;
-    for (const auto& c : findings_) {
-      const auto& f = c.f;
-      const std::size_t b = buckets_.of(f.first_step);
-      const double x = x_of_bucket(b);
-      const double ty = top - 4 - 7.0 * stacked[b]++;
-      out_ += "<g class=\"finding-marker\" data-step=\"";
-      put("{}\" data-symptom=\"", f.first_step);
-      text(f.symptom);
-      put("\" data-question=\"{}\" data-severity=\"{}\" data-detector=\"",
-          question_number(f.question), name(f.severity));
-      text(f.detector);
-      out_ += "\"><title>";
-      text(finding_tooltip(c));
-      put("</title><line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
-          "stroke=\"{3}\" "
-          "stroke-dasharray=\"3,3\"/><path d=\"M{0:.1f},{4:.1f}l-5,-7h10z\" fill=\"{3}\" "
-          "stroke=\"#fff\" stroke-width=\"0.5\"/></g>\n",
-          x, top, bottom, severity_colour(f.severity), ty);
-    }
+    const std::size_t unplaced = episode_markers(top, bottom);
+    loss_legend(legend_y, loss != nullptr, val != nullptr, unplaced);
     out_ += "</svg>\n</section>\n";
+  }
+
+  static constexpr std::string_view loss_colour = "#2c6fbb", val_colour = "#d35400";
+
+  // One marker per episode at its start. Warnings and critical ones are alarms: a line across
+  // the plot (dashed amber, solid red), a triangle on top, and a bar over the episode's span.
+  // Info is context: a short thin grey tick at the top edge, no line across the curve. Markers
+  // in one column stack. Configuration episodes (no step) are not drawn; they are counted in
+  // the legend and listed in the table. Returns how many were not drawn.
+  std::size_t episode_markers(double top, double bottom) {
+    std::unordered_map<std::size_t, int> stacked;
+    std::size_t unplaced = 0;
+    for (const auto& e : episodes_) {
+      if (e.before_training()) {
+        ++unplaced;
+        continue;
+      }
+      const std::int64_t start = std::max<std::int64_t>(e.first_step, 0);
+      const std::size_t b = buckets_.of(start);
+      const double x = x_of_bucket(b);
+      const bool alarm = e.severity() >= severity::warning;
+      const std::string_view colour = severity_colour(e.severity());
+      out_ += "<g class=\"finding-marker\" data-step=\"";
+      put("{}\" data-last-step=\"{}\" data-count=\"{}\" data-symptom=\"", start, e.last_step,
+          e.count);
+      text(e.symptom);
+      put("\" data-question=\"{}\" data-severity=\"{}\" data-detector=\"",
+          question_number(e.question), name(e.severity()));
+      text(e.peak.detector);
+      out_ += "\"><title>";
+      text(episode_tooltip(e));
+      out_ += "</title>";
+      if (!alarm) {
+        put("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\" "
+            "stroke-width=\"1\"/></g>\n",
+            x, top, top + 8, colour);
+        continue;
+      }
+      const double ty = top - 4 - 8.0 * stacked[b]++;
+      const bool critical = e.severity() >= severity::critical;
+      put("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\" "
+          "stroke-width=\"{4}\"{5}/>",
+          x, top, bottom, colour, critical ? "1.5" : "1.2",
+          critical ? "" : " stroke-dasharray=\"4,3\"");
+      if (e.last_step > start) {
+        const double x_end = x_of_step(e.last_step);
+        if (x_end > x)
+          put("<line class=\"episode-span\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" "
+              "y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"3\" stroke-opacity=\"0.6\"/>",
+              x, x_end, ty - 3.5, ty - 3.5, colour);
+      }
+      put("<path d=\"M{0:.1f},{1:.1f}l-5,-7h10z\" fill=\"{2}\" stroke=\"#fff\" "
+          "stroke-width=\"0.5\"/></g>\n",
+          x, ty, colour);
+    }
+    return unplaced;
+  }
+
+  // What each mark on the loss chart means, in one row under the x axis.
+  void loss_legend(double y0, bool loss, bool val, std::size_t unplaced) {
+    out_ += "<g class=\"loss-legend\" font-size=\"11\"><text x=\"";
+    put("{:.1f}\" y=\"{:.1f}\" fill=\"#555\" text-anchor=\"end\">legend:</text>", plot_left_ - 6,
+        y0 + 4);
+    double x = plot_left_;
+    const auto item = [&](std::string_view kind, std::string_view swatch, std::string_view label) {
+      put("<g class=\"legend-item\" data-kind=\"{}\" transform=\"translate({:.1f},{:.1f})\">{}"
+          "<text x=\"22\" y=\"4\" fill=\"#333\">{}</text></g>",
+          kind, x, y0, swatch, label);
+      x += 34 + 6.7 * static_cast<double>(label.size());  // 11 px monospace: ~6.6 px a character
+    };
+    if (loss) {
+      item("loss",
+           fmt::format("<line x1=\"0\" x2=\"18\" y1=\"0\" y2=\"0\" stroke=\"{}\" "
+                       "stroke-width=\"1.5\"/>",
+                       loss_colour),
+           "loss (mean; band: min-max)");
+    }
+    if (val) {
+      item("val_loss",
+           fmt::format("<line x1=\"0\" x2=\"18\" y1=\"0\" y2=\"0\" stroke=\"{0}\"/><circle "
+                       "cx=\"9\" cy=\"0\" r=\"3.5\" fill=\"{0}\" stroke=\"#fff\"/>",
+                       val_colour),
+           "val_loss (evaluations)");
+    }
+    item("nonfinite",
+         "<line x1=\"9\" x2=\"9\" y1=\"-6\" y2=\"6\" stroke=\"#d00\" stroke-width=\"3\"/>",
+         "NaN/Inf");
+    for (const auto sev : {severity::critical, severity::warning}) {
+      item(name(sev),
+           fmt::format("<line x1=\"9\" x2=\"9\" y1=\"-2\" y2=\"8\" stroke=\"{0}\"{1}/><path "
+                       "d=\"M9,-1l-5,-7h10z\" fill=\"{0}\"/>",
+                       severity_colour(sev),
+                       sev == severity::warning ? " stroke-dasharray=\"2,2\"" : ""),
+           name(sev));
+    }
+    item("info",
+         fmt::format("<line x1=\"9\" x2=\"9\" y1=\"-5\" y2=\"3\" stroke=\"{}\"/>",
+                     severity_colour(severity::info)),
+         "info");
+    if (unplaced > 0) {
+      put("<text class=\"legend-note\" x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#555\">{} before "
+          "training (no step): see the table</text>",
+          x, y0 + 4, unplaced);
+    }
+    out_ += "</g>\n";
   }
 
   template <typename Y>
@@ -368,6 +442,42 @@ footer{margin-top:30px;color:#777;font-size:12px}
         put("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2\"/>", x_of_bucket(b), y(env[b].mean()));
       out_ += "</g>\n";
     }
+  }
+
+  // Validation losses are few and far between (an evaluation every N steps): each column that
+  // has one is a point — a dark orange disc with a white rim, visible on top of the training
+  // loss's band — and a thin line joins them across the steps without an evaluation (broken
+  // only at a non-finite value, which gets its own mark).
+  template <typename Y>
+  void validation_series(const std::vector<envelope_cell>& env, const Y& y) {
+    std::size_t points = 0;
+    for (const auto& c : env)
+      points += c.finite ? 1 : 0;
+    if (points == 0) return;
+    put("<path class=\"val-line\" data-metric=\"val_loss\" stroke=\"{}\" stroke-width=\"1.2\" "
+        "stroke-opacity=\"0.8\" fill=\"none\" d=\"",
+        val_colour);
+    bool open = false;
+    for (std::size_t b = 0; b < env.size(); ++b) {
+      if (env[b].nonfinite() > 0 && !env[b].finite) open = false;
+      if (!env[b].finite) continue;
+      put("{}{:.1f},{:.1f}", open ? 'L' : 'M', x_of_bucket(b), y(env[b].mean()));
+      open = true;
+    }
+    out_ += "\"/>\n";
+    // Smaller discs when there are many, so that they stay apart.
+    const double r = points <= 200 ? 3.5 : 2.5;
+    put("<g class=\"val-points\" data-metric=\"val_loss\" data-points=\"{}\" fill=\"{}\" "
+        "stroke=\"#fff\" stroke-width=\"1\">",
+        points, val_colour);
+    for (std::size_t b = 0; b < env.size(); ++b) {
+      if (!env[b].finite) continue;
+      put("<circle class=\"val-point\" data-step=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\">"
+          "<title>val_loss {} (steps {}-{})</title></circle>",
+          buckets_.begin(b), x_of_bucket(b), y(env[b].mean()), r, number(env[b].mean()),
+          buckets_.begin(b), buckets_.end(b));
+    }
+    out_ += "</g>\n";
   }
 
   void nonfinite_marks(const std::vector<envelope_cell>& env, std::string_view metric, double top) {
@@ -466,21 +576,25 @@ footer{margin-top:30px;color:#777;font-size:12px}
     }
     out_ += "</g>\n";
 
-    // Finding markers: a line across the map at the first step, and a box on every row whose
-    // tensor the finding's locations name.
-    for (const auto& c : findings_) {
-      const auto& f = c.f;
-      const double x = x_of_step(f.first_step);
-      put("<line class=\"heatmap-step-line\" data-step=\"{0}\" x1=\"{1:.1f}\" x2=\"{1:.1f}\" "
-          "y1=\"{2:.1f}\" y2=\"{3:.1f}\" stroke=\"{4}\" stroke-opacity=\"0.6\" "
-          "stroke-dasharray=\"2,3\"/>\n",
-          f.first_step, x, top - 6, bottom, severity_colour(f.severity));
-      const std::string tip = finding_tooltip(c);
-      const double w = std::max(5.0, column_width() + 2);
+    // Episode markers: a line across the map at the start of each warning or critical
+    // episode, and a box over the episode's span on every row its places name (red for an
+    // alarm, grey for info). Configuration episodes have no step: not drawn.
+    const double w = std::max(5.0, column_width() + 2);
+    for (const auto& e : episodes_) {
+      if (e.before_training()) continue;
+      const std::int64_t start = std::max<std::int64_t>(e.first_step, 0);
+      const bool alarm = e.severity() >= severity::warning;
+      const double x = x_of_step(start), x_end = x_of_step(std::max(start, e.last_step));
+      if (alarm)
+        put("<line class=\"heatmap-step-line\" data-step=\"{0}\" x1=\"{1:.1f}\" x2=\"{1:.1f}\" "
+            "y1=\"{2:.1f}\" y2=\"{3:.1f}\" stroke=\"{4}\" stroke-opacity=\"0.6\" "
+            "stroke-dasharray=\"2,3\"/>\n",
+            start, x, top - 6, bottom, severity_colour(e.severity()));
       std::vector<std::string_view> locations;
-      for (const auto& loc : f.where)
-        if (const auto l = heatmap_location(loc.first, g.tensor); !l.empty())
-          locations.push_back(l);
+      for (const auto& place : e.places)
+        if (const auto l = heatmap_location(place, g.tensor); !l.empty()) locations.push_back(l);
+      if (locations.empty()) continue;
+      const std::string tip = episode_tooltip(e);
       for (std::size_t r = 0; r < rows; ++r) {
         const bool named =
             std::any_of(locations.begin(), locations.end(),
@@ -488,11 +602,13 @@ footer{margin-top:30px;color:#777;font-size:12px}
         if (!named) continue;
         out_ += "<rect class=\"heatmap-marker\" data-tensor=\"";
         text(g.tensor[r]);
-        put("\" data-step=\"{}\" data-symptom=\"", f.first_step);
-        text(f.symptom);
+        put("\" data-step=\"{}\" data-last-step=\"{}\" data-severity=\"{}\" data-symptom=\"", start,
+            e.last_step, name(e.severity()));
+        text(e.symptom);
         put("\" x=\"{:.1f}\" y=\"{:.2f}\" width=\"{:.1f}\" height=\"{:.2f}\" fill=\"none\" "
-            "stroke=\"{}\" stroke-width=\"1.5\"><title>",
-            x - w / 2, top + row_h * static_cast<double>(r) - 1, w, row_h + 2, "#ff2020");
+            "stroke=\"{}\" stroke-width=\"{}\"><title>",
+            x - w / 2, top + row_h * static_cast<double>(r) - 1, x_end - x + w, row_h + 2,
+            alarm ? "#ff2020" : "#9a9a9a", alarm ? "1.5" : "1");
         text(g.tensor[r]);
         out_ += ": ";
         text(tip);
@@ -536,47 +652,73 @@ footer{margin-top:30px;color:#777;font-size:12px}
 
   void findings_table() {
     out_ += "<section id=\"findings\">\n<h2>Findings</h2>\n";
+    out_ +=
+        "<p class=\"note\">One row per episode: the deliveries of one symptom at one place "
+        "(its top location) with at most ";
+    put("{} steps between them; the numbers are the peak delivery's (highest severity, the "
+        "first among equals).</p>\n",
+        opt_.episode_gap);
     for (const auto q : {question::convergence, question::early_anomaly, question::efficiency}) {
       put("<h3 data-question=\"{}\">{}</h3>\n", question_number(q), name(q));
-      std::vector<const collapsed_finding*> rows;
-      for (const auto& c : findings_)
-        if (c.f.question == q) rows.push_back(&c);
+      std::vector<const episode*> rows;
+      for (const auto& e : episodes_)
+        if (e.question == q) rows.push_back(&e);
       if (rows.empty()) {
         out_ += "<p class=\"note\">No findings.</p>\n";
         continue;
       }
-      // Most severe first, then by first step.
+      // Most severe first, then by start.
       std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-        if (a->f.severity != b->f.severity) return a->f.severity > b->f.severity;
-        return a->f.first_step < b->f.first_step;
+        if (a->severity() != b->severity()) return a->severity() > b->severity();
+        return a->first_step < b->first_step;
       });
       out_ +=
-          "<table class=\"findings\"><tr><th>severity</th><th>symptom</th><th>first step</th>"
-          "<th>last step</th><th>where (score)</th><th>evidence</th><th>detector</th>"
-          "<th>deliveries</th></tr>\n";
-      for (const auto* c : rows) {
-        const auto& f = c->f;
-        put("<tr class=\"finding\" data-question=\"{0}\" data-severity=\"{1}\" data-step=\"{2}\">"
-            "<td><span class=\"sev sev-{1}\">{1}</span></td><td>",
-            question_number(q), name(f.severity), f.first_step);
-        text(f.symptom);
-        put("</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><ol class=\"where\">",
-            f.first_step, f.last_step);
+          "<table class=\"findings\"><tr><th>peak severity</th><th>symptom</th><th>steps</th>"
+          "<th>deliveries</th><th>peak at</th><th>where (score at the peak)</th>"
+          "<th>evidence at the peak</th><th>detector</th></tr>\n";
+      for (const auto* e : rows) {
+        const auto& f = e->peak;
+        put("<tr class=\"finding\" data-question=\"{0}\" data-severity=\"{1}\" data-step=\"{2}\" "
+            "data-last-step=\"{3}\" data-count=\"{4}\"><td><span class=\"sev sev-{1}\">{1}</span>"
+            "</td><td>",
+            question_number(q), name(e->severity()), e->first_step, e->last_step, e->count);
+        text(e->symptom);
+        put("</td><td class=\"steps\">{}</td><td class=\"num\">{}</td><td class=\"num\">",
+            step_span(e->first_step, e->last_step), e->count);
+        const auto at = e->peak_delivered >= 0 ? e->peak_delivered : f.last_step;
+        out_ += e->count > 1 ? step_span(at, at) : std::string("&mdash;");
+        out_ += "</td><td><ol class=\"where\">";
         for (const auto& [n, score] : f.where) {
           out_ += "<li>";
           text(n);
           put(" ({})</li>", number(score));
         }
-        out_ += "</ol></td><td><ul class=\"evidence\">";
+        out_ += "</ol>";
+        // Places other deliveries named and the peak did not.
+        bool first = true;
+        for (const auto& p : e->places) {
+          if (std::any_of(f.where.begin(), f.where.end(),
+                          [&](const auto& w) { return w.first == p; }))
+            continue;
+          out_ += first ? "<p class=\"note also\">also at: " : ", ";
+          first = false;
+          text(p);
+        }
+        if (!first) out_ += "</p>";
+        out_ += "</td><td><ul class=\"evidence\">";
         for (const auto& [n, v] : f.evidence) {
           out_ += "<li>";
           text(n);
           put(" = {}</li>", number(v));
         }
-        out_ += "</ul></td><td>";
+        out_ += "</ul>";
+        if (f.is_consequence()) {
+          out_ += "<p class=\"note\">a consequence of ";
+          text(f.consequence_of);
+          put(" at step {}</p>", f.consequence_of_step);
+        }
+        out_ += "</td><td>";
         text(f.detector);
-        put("</td><td class=\"num\" data-count=\"{0}\">{0}", c->count);
-        if (c->count > 1) put(" (steps {}&ndash;{})", c->first_delivered, c->last_delivered);
         out_ += "</td></tr>\n";
       }
       out_ += "</table>\n";
@@ -586,10 +728,47 @@ footer{margin-top:30px;color:#777;font-size:12px}
 
   void diagnosis_log() {
     out_ += "<section id=\"diagnosis\">\n<h2>Diagnosis log</h2>\n";
-    if (run_.diagnosis.empty()) {
+    if (run_.diagnosis.empty() && run_.open_diagnoses.empty()) {
       out_ += "<p class=\"note\">No diagnosis was recorded for this run.</p>\n</section>\n";
       return;
     }
+    // Diagnoses still open first: what the run left to do.
+    if (!run_.open_diagnoses.empty()) {
+      put("<h3 class=\"open-diagnoses\">{} open {}</h3>\n", run_.open_diagnoses.size(),
+          run_.open_diagnoses.size() == 1 ? "diagnosis" : "diagnoses");
+      for (const auto& d : run_.open_diagnoses) {
+        const int n = static_cast<int>(d.phase);
+        put("<div class=\"open-diagnosis phase phase-{0}\" data-phase=\"{0}\" "
+            "data-question=\"{1}\" "
+            "data-opened-at=\"{2}\" data-symptom=\"",
+            n, question_number(d.question), d.opened_at);
+        text(d.symptom);
+        put("\"><h4>open, phase {}: {} &mdash; {}: ", n, protocol::title(d.phase),
+            name(d.question));
+        text(d.symptom);
+        put(", opened {}</h4>", d.opened_at >= 0 ? fmt::format("at step {}", d.opened_at)
+                                                 : std::string("before training"));
+        if (!d.log.empty()) {
+          out_ += "<ul>";
+          for (const auto& line : d.log) {
+            out_ += "<li>";
+            if (line.phase != d.phase) {
+              text(protocol::label(line.phase));
+              out_ += ": ";
+            }
+            text(line.text);
+            out_ += "</li>";
+          }
+          out_ += "</ul>";
+        }
+        out_ += "</div>\n";
+      }
+    }
+    if (run_.diagnosis.empty()) {
+      out_ += "</section>\n";
+      return;
+    }
+    if (!run_.open_diagnoses.empty()) out_ += "<h3>Recorded</h3>\n";
     // In order: a new block whenever the phase changes, so a rejected hypothesis and the
     // return to phase 3 stay visible.
     bool open = false;
@@ -599,8 +778,8 @@ footer{margin-top:30px;color:#777;font-size:12px}
         if (open) out_ += "</ul></div>\n";
         open = true;
         current = line.phase;
-        put("<div class=\"phase phase-{0}\" data-phase=\"{0}\"><h3>Phase {0}: {1}</h3><ul>", line.number(),
-            protocol::title(current));
+        put("<div class=\"phase phase-{0}\" data-phase=\"{0}\"><h3>Phase {0}: {1}</h3><ul>",
+            line.number(), protocol::title(current));
       }
       out_ += "<li>";
       text(line.text);
@@ -612,7 +791,7 @@ footer{margin-top:30px;color:#777;font-size:12px}
   const run_log& run_;
   const html_options& opt_;
   step_buckets buckets_;
-  std::vector<collapsed_finding> findings_;
+  std::vector<episode> episodes_;
   double plot_left_ = 0, plot_width_ = 0;
   std::string out_;
 };
