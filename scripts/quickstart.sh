@@ -16,13 +16,15 @@ case "$mode" in demo|test) ;; *) usage ;; esac
 # Debian/Ubuntu package names. The CUDA Toolkit is not installed here (docs/building.md).
 # LibTorch (about 650 MB) for the flagship demo's transformer and the mldiag::torch tests, with
 # OpenBLAS: Debian's LibTorch otherwise runs on the reference BLAS, 5x slower.
-# zlib for compressed .npz members in the mldiag tool.
+# zlib for compressed .npz members in the mldiag tool. dlib for the mldiag::dlib adapter and
+# its example (dlib's dnn_trainer on Fashion-MNIST, examples/dlib_fashion).
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libeigen3-dev libopenmpi-dev openmpi-bin
-          nlohmann-json3-dev libtorch-dev libopenblas0-pthread zlib1g-dev)
+          nlohmann-json3-dev libtorch-dev libopenblas0-pthread zlib1g-dev libdlib-dev)
 # The tests also need: Chromium (the HTML report is checked in a real headless browser),
 # Python 3 with numpy (an independent writer of .npy/.npz test files and reader of JSON Lines),
 # clang with its libFuzzer runtime (the parsers are fuzzed for a bounded time), Fashion-MNIST
-# (the zoo of healthy training programs, examples/zoo, reads it from /usr/share/datasets).
+# (the zoo of healthy training programs, examples/zoo, and examples/dlib_fashion read it from
+# /usr/share/datasets).
 if [ "$mode" = test ]; then
   packages+=(chromium python3 python3-numpy clang libclang-rt-14-dev dataset-fashion-mnist)
 fi
