@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace F = torch::nn::functional;
+
 namespace {
 
 struct digits {
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
       const torch::Tensor idx = order.slice(0, b, b + batch);
       if (step == lr_x100_at) for (auto& g : opt.param_groups()) g.options().set_lr(lr *= 100);
       opt.zero_grad();
-      const torch::Tensor loss = torch::cross_entropy(model->forward(data.x.index({idx})), data.y.index({idx}));
+      const torch::Tensor loss = F::cross_entropy(model->forward(data.x.index({idx})), data.y.index({idx}));
       loss.backward();
       opt.step();
       mon.observe_loss(loss.item<double>());
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
     }
     torch::NoGradGuard no_grad;                              // evaluation: at the epoch's last step
     const auto test = torch::indexing::Slice(train_n, torch::indexing::None);
-    mon.observe_evaluation(torch::cross_entropy(model->forward(data.x.index({test})), data.y.index({test})).item<double>());
+    mon.observe_evaluation(F::cross_entropy(model->forward(data.x.index({test})), data.y.index({test})).item<double>());
   }
   mon.finish();                                              // the HTML report is written now
   // [readme]

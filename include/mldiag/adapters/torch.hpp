@@ -128,6 +128,60 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
   return persist.finish_step();
 }
 
+/// Activations without forward hooks (LibTorch's C++ modules have none): the model holds a
+/// tap and passes values through it in `forward`; the tap keeps their statistics (computed in
+/// place, no copy) until `observe` hands them to the monitor. Only forward passes under grad
+/// mode are recorded (training, not `torch::NoGradGuard` evaluation), and every `every`-th
+/// call of `observe` (1 = each step) — a forward pass is one more read of each activation.
+///
+/// **Example**
+/// ```cpp
+/// struct net : torch::nn::Module {
+///   mldiag::activation_tap tap;
+///   torch::Tensor forward(torch::Tensor x) {
+///     x = tap("conv1.relu", torch::relu(conv1->forward(x)));
+///     return fc->forward(x.flatten(1));
+///   }
+/// };
+/// // in the loop, with the step open:
+/// model->tap.observe(mon);
+/// ```
+class activation_tap {
+ public:
+  explicit activation_tap(std::size_t every = 1) : every_(every == 0 ? 1 : every) {}
+
+  /// Records `x`'s statistics under `name` (a training forward pass only) and returns `x`
+  /// (a handle, as torch's functions return one: `auto y = tap(...)` never dangles).
+  at::Tensor operator()(std::string_view name, const at::Tensor& x) {
+    if (!enabled_ || !at::GradMode::is_enabled()) return x;
+    const tensor_stats s = compute_stats(x.detach());
+    for (std::size_t i = 0; i < used_; ++i)
+      if (kept_[i].first == name) {
+        kept_[i].second.merge(s);  // the same tap twice in one pass (a shared block): one tensor
+        return x;
+      }
+    // Slots are reused step to step (a name's string keeps its capacity): no allocation once
+    // every tap has been seen.
+    if (used_ == kept_.size()) kept_.emplace_back();
+    kept_[used_].first.assign(name);
+    kept_[used_++].second = s;
+    return x;
+  }
+
+  /// Hands the kept statistics to `mon` as role::activation and clears them.
+  template <class Monitor>
+  void observe(Monitor& mon) {
+    for (std::size_t i = 0; i < used_; ++i) mon.observe(role::activation, kept_[i].first, kept_[i].second);
+    used_ = 0;
+    enabled_ = ++calls_ % every_ == 0;
+  }
+
+ private:
+  std::vector<std::pair<std::string, tensor_stats>> kept_;
+  std::size_t used_ = 0, every_, calls_ = 0;
+  bool enabled_ = true;
+};
+
 /// What `module_observer` observes.
 struct module_observer_options {
   bool parameters = true;  ///< role::parameter, every step
@@ -142,8 +196,8 @@ struct module_observer_options {
   bool gradient_cosines = true;
 };
 
-/// One call a step for a module: its parameters, gradients, updates and gradient cosines,
-/// observed on a monitor (or anything with the monitor's `observe` and `observe_grad_cosines`).
+/// One call a step for a module: its parameters, gradients, updates and gradient cosines (and
+/// the activations of its `activation_tap`, when given one), observed on a monitor (or anything with the monitor's `observe` and `observe_grad_cosines`).
 /// Call it after `optimizer.step()` and before `zero_grad()`: the gradients are this step's,
 /// the parameters the updated ones, the update what this step's optimizer did. Names are
 /// `named_parameters()`'s (layer order for sequential models). CPU modules; for a CUDA module
@@ -164,6 +218,9 @@ class module_observer {
  public:
   explicit module_observer(const torch::nn::Module& module, module_observer_options o = {})
       : module_(&module), options_(o) {}
+  /// The same, and the activations of the module's tap handed over in the same call.
+  module_observer(const torch::nn::Module& module, activation_tap& tap, module_observer_options o = {})
+      : module_(&module), tap_(&tap), options_(o) {}
 
   template <class Monitor>
   void observe(Monitor& mon) {
@@ -192,69 +249,18 @@ class module_observer {
       }
     }
     first_ = false;
+    if (tap_ != nullptr) tap_->observe(mon);
     if (options_.gradient_cosines)
       if (auto c = gradient_cosines_of(persist_, *module_)) mon.observe_grad_cosines(*c);
   }
 
  private:
   const torch::nn::Module* module_;
+  activation_tap* tap_ = nullptr;
   module_observer_options options_;
   std::vector<at::Tensor> previous_, difference_;
   gradient_persistence persist_;
   bool first_ = true;
-};
-
-/// Activations without forward hooks (LibTorch's C++ modules have none): the model holds a
-/// tap and passes values through it in `forward`; the tap keeps their statistics (computed in
-/// place, no copy) until `observe` hands them to the monitor. Only forward passes under grad
-/// mode are recorded (training, not `torch::NoGradGuard` evaluation), and every `every`-th
-/// call of `observe` (1 = each step) — a forward pass is one more read of each activation.
-///
-/// **Example**
-/// ```cpp
-/// struct net : torch::nn::Module {
-///   mldiag::activation_tap tap;
-///   torch::Tensor forward(torch::Tensor x) {
-///     x = tap("conv1.relu", torch::relu(conv1->forward(x)));
-///     return fc->forward(x.flatten(1));
-///   }
-/// };
-/// // in the loop, with the step open:
-/// model->tap.observe(mon);
-/// ```
-class activation_tap {
- public:
-  explicit activation_tap(std::size_t every = 1) : every_(every == 0 ? 1 : every) {}
-
-  /// Records `x`'s statistics under `name` (a training forward pass only) and returns `x`.
-  const at::Tensor& operator()(std::string_view name, const at::Tensor& x) {
-    if (!enabled_ || !at::GradMode::is_enabled()) return x;
-    const tensor_stats s = compute_stats(x.detach());
-    for (std::size_t i = 0; i < used_; ++i)
-      if (kept_[i].first == name) {
-        kept_[i].second.merge(s);  // the same tap twice in one pass (a shared block): one tensor
-        return x;
-      }
-    // Slots are reused step to step (a name's string keeps its capacity): no allocation once
-    // every tap has been seen.
-    if (used_ == kept_.size()) kept_.emplace_back();
-    kept_[used_].first.assign(name);
-    kept_[used_++].second = s;
-    return x;
-  }
-
-  /// Hands the kept statistics to `mon` as role::activation and clears them.
-  template <class Monitor>
-  void observe(Monitor& mon) {
-    for (std::size_t i = 0; i < used_; ++i) mon.observe(role::activation, kept_[i].first, kept_[i].second);
-    used_ = 0;
-    enabled_ = ++calls_ % every_ == 0;
-  }
-
- private:
-  std::vector<std::pair<std::string, tensor_stats>> kept_;
-  std::size_t used_ = 0, every_, calls_ = 0;
-  bool enabled_ = true;
 };
 
 /// Records an activation tensor from forward code (detached; no copy).
