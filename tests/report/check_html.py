@@ -53,6 +53,9 @@ import tempfile
 import time
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import episodes_reference  # noqa: E402  (the rule, shared with tests/tools/check_episodes.py)
+
 SKIP = 77
 
 
@@ -183,7 +186,7 @@ def static_checks(text, failures):
 
 def reference_episodes(jsonl, gap):
     """The episodes of a JSON Lines run, by the rule, from its finding lines in file order."""
-    episodes, newest, val_points, steps = [], {}, 0, set()
+    findings, val_points, steps = [], 0, set()
     with open(jsonl, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
@@ -191,23 +194,13 @@ def reference_episodes(jsonl, gap):
                 continue
             rec = json.loads(line)  # Python's json reads the bare NaN/Infinity tokens
             if "finding" in rec:
-                fd = rec["finding"]
-                place = fd["location"][0]["name"] if fd.get("location") else ""
-                key = (fd["question"], fd["symptom"], place)
-                end = max(fd["first_step"], fd["last_step"])
-                e = newest.get(key)
-                if e is not None and fd["first_step"] - e["last"] <= gap:
-                    e["first"] = min(e["first"], fd["first_step"])
-                    e["last"] = max(e["last"], end)
-                    e["count"] += 1
-                    continue
-                e = {"symptom": fd["symptom"], "first": fd["first_step"], "last": end, "count": 1}
-                episodes.append(e)
-                newest[key] = e
+                findings.append(rec["finding"])
             elif "step" in rec:
                 steps.add(rec["step"])
                 if isinstance(rec.get("val_loss"), (int, float)) and math.isfinite(rec["val_loss"]):
                     val_points += 1
+    episodes = [{"symptom": e["symptom"], "first": e["first_step"], "last": e["last_step"], "count": e["deliveries"]}
+                for e in episodes_reference.group(findings, gap)]
     return episodes, val_points, len(steps)
 
 

@@ -21,28 +21,18 @@ deliveries. Python 3 standard library only.
 import argparse
 import json
 import re
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import episodes_reference  # noqa: E402  (the rule, shared with tests/report/check_html.py)
 
 
 def reference_episodes(findings, gap):
     """Episodes of the findings (in the order of their first step), by the rule above."""
-    episodes, newest = [], {}
-    for f in sorted(findings, key=lambda f: f["first_step"]):
-        place = f["location"][0]["name"] if f["location"] else ""
-        key = (f["question"], f["symptom"], place)
-        end = max(f["first_step"], f["last_step"])
-        e = newest.get(key)
-        if e is not None and f["first_step"] - e["last_step"] <= gap:
-            e["first_step"] = min(e["first_step"], f["first_step"])
-            e["last_step"] = max(e["last_step"], end)
-            e["deliveries"] += f["reported"]
-            continue
-        e = {"symptom": f["symptom"], "place": place, "first_step": f["first_step"], "last_step": end,
-             "deliveries": f["reported"]}
-        episodes.append(e)
-        newest[key] = e
-    return episodes
+    return episodes_reference.group(sorted(findings, key=lambda f: f["first_step"]), gap,
+                                    weight=lambda f: f["reported"])
 
 
 def span(first, last):
