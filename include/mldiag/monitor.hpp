@@ -302,6 +302,15 @@ MLDIAG_COMPILED_INLINE std::vector<finding> monitor::check_configuration(const t
   std::vector<finding> out = detectors::check_configuration(c);
   if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
     detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
+  if (c.max_grad_norm) {
+    if (!std::isfinite(*c.max_grad_norm) || *c.max_grad_norm <= 0.0)
+      throw error("training_config::max_grad_norm is " + std::to_string(*c.max_grad_norm) +
+                  ": give the positive bound the gradient norm is clipped to, or leave it unset when "
+                  "gradients are not clipped");
+    // Replaces the default exploding_gradients (a set configured by hand: give it clip_norm).
+    if (detectors_.contains("exploding_gradients"))
+      detectors_.replace(detectors::make_detector("exploding_gradients", {{"clip_norm", *c.max_grad_norm}}));
+  }
   for (const auto& f : out) deliver(f);
   return out;
 }

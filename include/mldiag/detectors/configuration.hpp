@@ -20,6 +20,10 @@ namespace mldiag {
 /// checked; findings map to the method's questions (see docs/method.md).
 struct training_config {
   std::optional<double> learning_rate = {};
+  /// The bound the global gradient norm is clipped to (`clip_grad_norm_`'s `max_norm`); unset
+  /// when gradients are not clipped. The monitor's exploding_gradients then knows that a jump
+  /// above it was bounded before the optimizer applied it.
+  std::optional<double> max_grad_norm = {};
   std::optional<double> classes = {};
   std::optional<double> label_min = {}, label_max = {};  ///< the labels' range in the data
   bool fp16 = false;

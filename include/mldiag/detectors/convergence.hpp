@@ -134,6 +134,13 @@ class non_finite {
 ///   of the last `growth_window` norms when the loss (mean of its last 10) last fell by
 ///   `rebase_improvement`, so progress moves it. The growth must hold for `growth_sustain` (5)
 ///   steps in a row: a burst of hard batches lifts a median of 10 for two or three.
+///
+/// Where the gradients are clipped (`clip_norm`, 0 = not clipped or not known; the monitor sets
+/// it from `training_config::max_grad_norm`), a jump above the bound was bounded before the
+/// optimizer applied it, so its size alone decides nothing: it needs the same corroboration
+/// as a warning (the loss up, a decisive rise, or no recovery for `sustain` steps), and is then
+/// critical at `critical_ratio`. Clipping is the fix the method names for exactly this jump;
+/// an LSTM clipped at 5 whose norm jumped 142x once and recovered (the zoo) is info.
 class exploding_gradients {
  public:
   struct config {
@@ -153,6 +160,7 @@ class exploding_gradients {
     std::size_t growth_sustain = 5;
     double decisive_factor = 1.5;
     double decisive_rise = 0.25;
+    double clip_norm = 0.0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -168,7 +176,8 @@ class exploding_gradients {
           field<config>{"loss_up_steps", &config::loss_up_steps},
           field<config>{"growth_sustain", &config::growth_sustain},
           field<config>{"decisive_factor", &config::decisive_factor},
-          field<config>{"decisive_rise", &config::decisive_rise}};
+          field<config>{"decisive_rise", &config::decisive_rise},
+          field<config>{"clip_norm", &config::clip_norm}};
     }
   };
   exploding_gradients() : exploding_gradients(config{}) {}
@@ -177,6 +186,9 @@ class exploding_gradients {
         losses_(50), recent_losses_(10) {
     if (c.warn_ratio <= 1.0 || c.critical_ratio < c.warn_ratio) {
       throw error("exploding_gradients: need 1 < warn_ratio <= critical_ratio");
+    }
+    if (!std::isfinite(c.clip_norm) || c.clip_norm < 0.0) {
+      throw error("exploding_gradients: clip_norm must be the clipping bound (> 0), or 0 when gradients are not clipped");
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
@@ -226,13 +238,15 @@ class exploding_gradients {
       ++jump_steps_;
       loss_up_run_ = loss_up ? loss_up_run_ + 1 : 0;
       const bool fell = loss_now < (1.0 - c_.rebase_improvement) * jump_loss_;
-      const bool decided = ratio >= c_.critical_ratio || !seen_loss_ || loss_bad || loss_decisive ||
+      const bool clipped = c_.clip_norm > 0.0 && norm > c_.clip_norm;
+      const bool decided = (ratio >= c_.critical_ratio && !clipped) || !seen_loss_ || loss_bad || loss_decisive ||
                            loss_up_run_ >= c_.loss_up_steps ||
                            (jump_steps_ >= c_.sustain && !fell);
       if (decided) {
         finding f = make(o, ratio >= c_.critical_ratio ? severity::critical : severity::warning,
                          {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
                           {"loss_rose", loss_up ? 1.0 : 0.0}, {"steps_up", static_cast<double>(jump_steps_)}});
+        if (clipped) f.evidence.emplace_back("clip_norm", c_.clip_norm);
         f.first_step = jump_start_;
         out.push_back(std::move(f));
         return;  // the baseline keeps the norms before the jump

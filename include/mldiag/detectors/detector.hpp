@@ -323,6 +323,12 @@ class dynamic_set {
   void add(any_detector d) { all_.push_back(std::move(d)); }
   /// Puts `d` in place of the detector of the same name (keeping its place in the order), or
   /// adds it where the set has none.
+  /// Whether a detector of this name is in the set.
+  [[nodiscard]] bool contains(std::string_view name) const {
+    for (const auto& x : all_)
+      if (x.name() == name) return true;
+    return false;
+  }
   void replace(any_detector d) {
     for (auto& x : all_) {
       if (x.name() == d.name()) {
