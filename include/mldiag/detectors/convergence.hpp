@@ -123,8 +123,12 @@ class non_finite {
 ///   baseline's consecutive log10 differences over sqrt 2 — a smooth growth has a tiny jitter,
 ///   a near-zero loss's norms swing over decades — and the loss must be up on
 ///   `loss_up_steps` (2) jump steps in a row, not on one, unless it rose decisively: to
-///   `decisive_factor` (1.5) times its median and `decisive_rise` (0.25) above it, loss_spike's
-///   lines (the 104B's 3.11 -> 7.71, one step after its norm went up 20x). Healthy llm.c
+///   `decisive_factor` (1.5) times its median, `decisive_rise` (0.25) above it and, once 5
+///   losses are known, `decisive_mads` (10) robust standard deviations of the last 50 above
+///   it — loss_spike's three lines for one observation out of the batch noise (the 104B's
+///   3.11 -> 7.71, one step after its norm went up 20x, is hundreds of MADs out; a CNN at SGD
+///   0.2 leaving its plateau went 1.2 -> 3.28 for one step against a median of 2.16 moving
+///   down fast, 6 MADs, and trained to 0.05: the zoo, seed 1020). Healthy llm.c
 ///   GPT-2 jumps reach 7.6x and recover; BLOOM-176B's explosion goes 0.24 -> 15.9 (66x) -> 960
 ///   (4000x) while its loss doubles; the 104B's norm went up 20x one step before its loss did
 ///   (../shared/data/real-runs/README.md).
@@ -160,6 +164,7 @@ class exploding_gradients {
     std::size_t growth_sustain = 5;
     double decisive_factor = 1.5;
     double decisive_rise = 0.25;
+    double decisive_mads = 10.0;  // loss_spike's min_mads: one observation out of the batch noise
     double clip_norm = 0.0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
@@ -177,6 +182,7 @@ class exploding_gradients {
           field<config>{"growth_sustain", &config::growth_sustain},
           field<config>{"decisive_factor", &config::decisive_factor},
           field<config>{"decisive_rise", &config::decisive_rise},
+          field<config>{"decisive_mads", &config::decisive_mads},
           field<config>{"clip_norm", &config::clip_norm}};
     }
   };
@@ -200,11 +206,11 @@ class exploding_gradients {
     const double loss_median = losses_.empty() ? std::numeric_limits<double>::quiet_NaN() : losses_.median();
     // A rise out of the batch noise too: late in training a batch of 64 sits 5% above the
     // median all the time (3 false alarms in the zoo's CNNs at losses near 0.02).
-    const double noise = losses_.size() >= 5 ? 3.0 * losses_.mad() : 0.0;
+    const double mad = losses_.size() >= 5 ? losses_.mad() : 0.0;
     const bool loss_up = loss_bad || (s.has_loss && loss_median > 0.0 &&
-                                      s.loss > loss_median + std::max(c_.loss_rise * loss_median, noise));
+                                      s.loss > loss_median + std::max(c_.loss_rise * loss_median, 3.0 * mad));
     const bool loss_decisive = loss_up && !loss_bad && s.loss >= c_.decisive_factor * loss_median &&
-                               s.loss - loss_median >= c_.decisive_rise;
+                               s.loss - loss_median >= std::max(c_.decisive_rise, c_.decisive_mads * mad);
     seen_loss_ = seen_loss_ || s.has_loss;
     if (s.has_loss && std::isfinite(s.loss)) {
       losses_.push(s.loss);
