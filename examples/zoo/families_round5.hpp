@@ -42,12 +42,15 @@ struct seq2seq_net : net {
       dec_gru = register_module("decoder", GRU(GRUOptions(d, hidden).batch_first(true)));
     }
     head = register_module("head", Linear(hidden, vocab));
-    overflow_sites = {{"embed", "embed.out"}, {"encoder", "encoder.out"}, {"decoder", "decoder.out"}};
+    overflow_sites = {
+        {"embed", "embed.out"}, {"encoder", "encoder.out"}, {"decoder", "decoder.out"}};
   }
   torch::Tensor forward(const torch::Tensor& x, taps& t) override {
     const auto n = x.size(0), len = x.size(1);
-    auto shifted = torch::cat({torch::full({n, 1}, bos_, x.options()), x.flip(1).slice(1, 0, len - 1)}, 1);
-    auto e = t.act("embed.out", embed(torch::cat({x, shifted}, 1)));  // [N, 2L, d]: source, decoder input
+    auto shifted =
+        torch::cat({torch::full({n, 1}, bos_, x.options()), x.flip(1).slice(1, 0, len - 1)}, 1);
+    auto e = t.act("embed.out",
+                   embed(torch::cat({x, shifted}, 1)));  // [N, 2L, d]: source, decoder input
     auto src = e.slice(1, 0, len), tgt = e.slice(1, len, 2 * len);
     torch::Tensor dec;
     if (lstm_) {
@@ -81,7 +84,8 @@ struct seq2seq_net : net {
 /// cosine similarity / temperature between every pair of the 2N views, each row without its
 /// own view: [2N, 2N - 1] (see nt_xent_loss). No mask of -Inf: the logits stay finite.
 struct contrastive_net : net {
-  contrastive_net(std::int64_t side, int convs, bool mlp_head, double temperature, std::uint64_t seed)
+  contrastive_net(std::int64_t side, int convs, bool mlp_head, double temperature,
+                  std::uint64_t seed)
       : side_(side), tau_(temperature), gen_(at::detail::createCPUGenerator(seed)) {
     using namespace torch::nn;
     const std::vector<std::int64_t> channels = {16, 32, 64};
@@ -91,7 +95,8 @@ struct contrastive_net : net {
       std::string n = "conv";
       n += std::to_string(i + 1);
       const auto out = channels[static_cast<std::size_t>(i)];
-      convs_.push_back(register_module(n, Conv2d(Conv2dOptions(c, out, k).stride(2).padding(k / 2))));
+      convs_.push_back(
+          register_module(n, Conv2d(Conv2dOptions(c, out, k).stride(2).padding(k / 2))));
       names_.push_back(n + ".relu");
       overflow_sites.emplace_back(n, n + ".relu");
       c = out;
@@ -106,14 +111,16 @@ struct contrastive_net : net {
   torch::Tensor augment(const torch::Tensor& img, at::Generator& g) const {
     constexpr std::int64_t pad = 4;
     const auto n = img.size(0);
-    auto p = torch::constant_pad_nd(img.squeeze(1), {pad, pad, pad, pad});  // [N, side + 8, side + 8]
+    auto p =
+        torch::constant_pad_nd(img.squeeze(1), {pad, pad, pad, pad});  // [N, side + 8, side + 8]
     auto dy = torch::randint(0, 2 * pad + 1, {n, 1}, g, torch::kLong);
     auto dx = torch::randint(0, 2 * pad + 1, {n, 1}, g, torch::kLong);
     auto flip = torch::randint(0, 2, {n, 1}, g, torch::kLong).to(torch::kBool);
-    auto ar = torch::arange(side_, torch::kLong).unsqueeze(0);  // [1, side]
-    auto rows = dy + ar;                                           // [N, side]
+    auto ar = torch::arange(side_, torch::kLong).unsqueeze(0);       // [1, side]
+    auto rows = dy + ar;                                             // [N, side]
     auto cols = torch::where(flip, dx + (side_ - 1) - ar, dx + ar);  // [N, side]
-    auto out = p.index({torch::arange(n, torch::kLong).view({n, 1, 1}), rows.unsqueeze(2), cols.unsqueeze(1)});
+    auto out = p.index(
+        {torch::arange(n, torch::kLong).view({n, 1, 1}), rows.unsqueeze(2), cols.unsqueeze(1)});
     out = out + 0.1 * torch::randn(out.sizes(), g, out.options());
     return out.unsqueeze(1);
   }
@@ -121,11 +128,14 @@ struct contrastive_net : net {
     const auto n = x.size(0);
     at::Generator g = is_training() ? gen_ : at::detail::createCPUGenerator(777);
     auto img = x.view({n, 1, side_, side_});
-    auto h = torch::cat({augment(img, g), augment(img, g)}, 0);  // [2N, 1, side, side]: view 1, view 2
-    for (std::size_t i = 0; i < convs_.size(); ++i) h = t.act(names_[i], torch::relu(convs_[i](h)));
+    auto h =
+        torch::cat({augment(img, g), augment(img, g)}, 0);  // [2N, 1, side, side]: view 1, view 2
+    for (std::size_t i = 0; i < convs_.size(); ++i)
+      h = t.act(names_[i], torch::relu(convs_[i](h)));
     auto f = t.act("pool", h.mean({2, 3}));  // [2N, C]
     if (proj1) f = t.act("proj1.relu", torch::relu(proj1(f)));
-    auto z = torch::nn::functional::normalize(proj(f), torch::nn::functional::NormalizeFuncOptions().dim(1));
+    auto z = torch::nn::functional::normalize(proj(f),
+                                              torch::nn::functional::NormalizeFuncOptions().dim(1));
     const auto m = 2 * n;
     auto sim = z.mm(z.t()) / tau_;  // [2N, 2N]
     // Drop the diagonal: of the flattened matrix without its first element, rows of 2N + 1
@@ -156,9 +166,11 @@ inline torch::Tensor nt_xent_loss(const torch::Tensor& logits) {
 /// call, in evaluation). Output: the scores [N, 1 + negatives], the true context's first (see
 /// sgns_loss). Taps: the center vectors, then the context and negative vectors.
 struct skipgram_net : net {
-  skipgram_net(std::int64_t vocab, std::int64_t d, const torch::Tensor& counts, std::int64_t negatives,
-               std::uint64_t seed)
-      : k_(negatives), noise_(counts.pow(0.75) / counts.pow(0.75).sum()), gen_(at::detail::createCPUGenerator(seed)) {
+  skipgram_net(std::int64_t vocab, std::int64_t d, const torch::Tensor& counts,
+               std::int64_t negatives, std::uint64_t seed)
+      : k_(negatives),
+        noise_(counts.pow(0.75) / counts.pow(0.75).sum()),
+        gen_(at::detail::createCPUGenerator(seed)) {
     using namespace torch::nn;
     embed = register_module("embed", Embedding(vocab, d));
     context = register_module("context", Embedding(vocab, d));
@@ -173,8 +185,9 @@ struct skipgram_net : net {
     at::Generator g = is_training() ? gen_ : at::detail::createCPUGenerator(777);
     auto neg = torch::multinomial(noise_, n * k_, /*replacement=*/true, g).view({n, k_});
     auto c = t.act("embed.out", embed(x.select(1, 0)));  // [N, d]
-    auto o = t.act("context.out", context(torch::cat({x.select(1, 1).unsqueeze(1), neg}, 1)));  // [N, 1 + K, d]
-    return torch::bmm(o, c.unsqueeze(2)).squeeze(2);  // [N, 1 + K]
+    auto o = t.act("context.out",
+                   context(torch::cat({x.select(1, 1).unsqueeze(1), neg}, 1)));  // [N, 1 + K, d]
+    return torch::bmm(o, c.unsqueeze(2)).squeeze(2);                             // [N, 1 + K]
   }
   std::int64_t k_;
   torch::Tensor noise_;  ///< [vocab] the negatives' distribution
@@ -189,7 +202,9 @@ inline torch::Tensor sgns_loss(const torch::Tensor& scores) {
   auto target = torch::zeros_like(scores);
   target.select(1, 0).fill_(1.0);
   return torch::nn::functional::binary_cross_entropy_with_logits(
-             scores, target, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+             scores, target,
+             torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(
+                 torch::kSum)) /
          static_cast<double>(scores.size(0));
 }
 

@@ -460,13 +460,19 @@ inline const std::vector<family_recipe>& recipes() {
       // skipgram: word2vec's skip-gram with 5 negatives on the license texts' words (see
       // load_license_words, skipgram_net), dimension 32, 64 or 100, window 2, 3 or 5;
       // micro-batches of 64-256 pairs. The loss is averaged over the pairs, so plain SGD needs
-      // a rate well above word2vec's per-pair 0.025 (0.025 x 64-256 pairs: 1.6-6.4): SGD 2,
-      // momentum 0.2; Adam 5e-3 and RMSprop 2e-3 (embedding rows see few updates); Adagrad 0.2
-      // (GloVe's 0.05 is for a sum over many more pairs). The long runs at 8 pairs: SGD 0.2
-      // (0.025 per pair) and Adagrad.
+      // a rate well above word2vec's per-pair 0.025; Adam 5e-3 and RMSprop 2e-3 (embedding
+      // rows see few updates); Adagrad 0.2 (GloVe's 0.05 is for a sum over many more pairs).
+      // SGD 10 and momentum 1, not the 2 and 0.2 first written down (0.025 x 64-256 pairs):
+      // with word2vec's initialization every score starts at 0 as the product of input vectors
+      // of +-0.5/d and output vectors of 0, and leaves it only after enough rate x steps; at
+      // 1-2 and 0.1-0.2 (momentum) 8 of the 9 short SGD and momentum runs did not train, six
+      // of them still at 6 ln 2 = 4.159 (4.13-4.16 after 200-300 steps), the others at 3.64
+      // and 3.91 (first --losses-only run), and neither did the long SGD run at
+      // 0.2 (0.025 per pair: 3.70 after 2000 steps of 8 pairs, 16 thousand pairs, a tenth of
+      // an epoch, where word2vec makes several epochs); it runs at 1 (0.125 per pair).
       {"skipgram", {"licenses-d32-w2", "licenses-d100-w5", "licenses-d64-w3"}, {64, 128, 256}, {200, 300, 400},
-       {2.0, 0.2, 0.2, 5e-3, 5e-3, 2e-3, 0.2},
-       {{"licenses-d100-w5", O::sgd, S::constant, 0.2, 8, 2000},
+       {10.0, 1.0, 1.0, 5e-3, 5e-3, 2e-3, 0.2},
+       {{"licenses-d100-w5", O::sgd, S::constant, 1.0, 8, 2000},
         {"licenses-d64-w3", O::adagrad, S::constant, 0.1, 8, 2000}},
        25, round5_optimizers, round5_schedules},
   };
