@@ -3,8 +3,9 @@
 /// Fashion-MNIST (package dataset-fashion-mnist, IDX files read through zlib), two license
 /// texts for the language models (the transformer example's corpus loader) and, for the text
 /// classifier, windows of several license texts labelled by file (package base-files); for
-/// round 3's tabular family, three UCI tables from python3-sklearn, and for round 4's
-/// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh).
+/// round 3's tabular family, three UCI tables from python3-sklearn, for round 4's
+/// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh),
+/// and for round 5's skip-gram family the words of the license texts (base-files).
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -48,11 +50,20 @@ struct uci_table {
   table z, raw;
 };
 
+/// Skip-gram pairs of the license texts' words (load_license_words).
+struct word_pairs {
+  std::vector<table> by_window;
+  torch::Tensor counts;  ///< [vocab] float: each word's count in the training blocks
+  std::int64_t vocab = 0;
+  std::string source;
+};
+
 struct data {
   std::optional<table> digits, fashion;
   std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
   std::optional<uci_table> diabetes;  ///< regression: float targets [n, 1], `classes` 0
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
+  std::optional<word_pairs> words;  ///< skipgram: (center, context) pairs of license words
   std::optional<text> gpl, apache;
   std::vector<std::string> missing;  ///< what could not be loaded, as messages
 };
@@ -362,6 +373,100 @@ inline table load_licenses(std::int64_t window = 64) {
   return tab;
 }
 
+/// Loads the words of the license texts (`license_files`, lowercased runs of ASCII letters) as
+/// skip-gram training pairs, for round 5's `skipgram` family. Each file is cut into blocks of
+/// 200 words and every 10th block is validation (as load_licenses does, so that validation
+/// covers every part of every file); the vocabulary is the words seen at least `min_count`
+/// times in the training blocks (word2vec's default 5), and words outside it are dropped
+/// before the windows are taken, as word2vec does. No subsampling of frequent words: the
+/// corpus is ~20 thousand words. `by_window[w - 1]`: every (center, context) pair at most `w`
+/// words apart inside a block, as a `table` whose inputs are [pairs, 2] int64 word ids
+/// (labels unused, 0); validation pairs shuffled once (seed 7).
+inline word_pairs load_license_words(std::int64_t max_window = 5, std::int64_t min_count = 5) {
+  std::vector<std::vector<std::string>> train_blocks, val_blocks;
+  std::string found;
+  std::size_t words = 0;
+  for (const auto& f : license_files) {
+    std::ifstream in(licenses_dir + f, std::ios::binary);
+    if (!in) continue;
+    const std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> w(1);
+    for (const char ch : t) {
+      if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) w.back() += static_cast<char>(ch | 0x20);
+      else if (!w.back().empty()) w.emplace_back();
+    }
+    if (w.back().empty()) w.pop_back();
+    words += w.size();
+    constexpr std::size_t block = 200;
+    for (std::size_t b = 0; b * block < w.size(); ++b) {
+      std::vector<std::string> part(w.begin() + static_cast<std::ptrdiff_t>(b * block),
+                                    w.begin() + static_cast<std::ptrdiff_t>(std::min(w.size(), (b + 1) * block)));
+      (b % 10 == 9 ? val_blocks : train_blocks).push_back(std::move(part));
+    }
+    found += (found.empty() ? "" : ", ") + f;
+  }
+  if (train_blocks.size() < 20)
+    throw std::runtime_error("mldiag: skipgram needs the license texts " + std::string(licenses_dir) +
+                             "{GPL-3, GPL-2, LGPL-2.1, Apache-2.0, Artistic, MPL-2.0}; found " +
+                             (found.empty() ? std::string("none") : found) + " (package base-files ships them)");
+  std::map<std::string, std::int64_t> count;
+  for (const auto& b : train_blocks)
+    for (const auto& w : b) ++count[w];
+  std::map<std::string, std::int64_t> id;
+  std::vector<float> counts;
+  for (const auto& [w, c] : count)
+    if (c >= min_count) {
+      id.emplace(w, static_cast<std::int64_t>(counts.size()));
+      counts.push_back(static_cast<float>(c));
+    }
+  auto ids = [&](const std::vector<std::vector<std::string>>& blocks) {
+    std::vector<std::vector<std::int64_t>> out;
+    for (const auto& b : blocks) {
+      out.emplace_back();
+      for (const auto& w : b)
+        if (const auto it = id.find(w); it != id.end()) out.back().push_back(it->second);
+    }
+    return out;
+  };
+  const auto train = ids(train_blocks), val = ids(val_blocks);
+  auto pairs = [](const std::vector<std::vector<std::int64_t>>& blocks, std::int64_t window) {
+    std::vector<std::int64_t> xs;
+    for (const auto& b : blocks) {
+      const auto n = static_cast<std::int64_t>(b.size());
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t o = -window; o <= window; ++o)
+          if (o != 0 && i + o >= 0 && i + o < n) {
+            xs.push_back(b[static_cast<std::size_t>(i)]);
+            xs.push_back(b[static_cast<std::size_t>(i + o)]);
+          }
+    }
+    const auto rows = static_cast<std::int64_t>(xs.size() / 2);
+    return torch::tensor(xs, torch::kLong).view({rows, 2});
+  };
+  word_pairs wp;
+  wp.vocab = static_cast<std::int64_t>(counts.size());
+  wp.counts = torch::tensor(counts, torch::kFloat);
+  for (std::int64_t w = 1; w <= max_window; ++w) {
+    table t;
+    t.x_train = pairs(train, w);
+    t.y_train = torch::zeros({t.x_train.size(0)}, torch::kLong);
+    auto xv = pairs(val, w);
+    torch::Generator gen = at::detail::createCPUGenerator(7);
+    t.x_val = xv.index_select(0, torch::randperm(xv.size(0), gen, torch::kLong));
+    t.y_val = torch::zeros({t.x_val.size(0)}, torch::kLong);
+    t.classes = 0;
+    t.side = 0;
+    t.vocab = wp.vocab;
+    t.source = std::to_string(t.x_train.size(0)) + " training and " + std::to_string(t.x_val.size(0)) +
+               " validation pairs within " + std::to_string(w);
+    wp.by_window.push_back(std::move(t));
+  }
+  wp.source = std::string(licenses_dir) + "{" + found + "} (" + std::to_string(words) + " words, " +
+              std::to_string(wp.vocab) + " seen at least " + std::to_string(min_count) + " times; " +
+              wp.by_window.back().source + " words)";
+  return wp;
+}
+
 /// Everything that can be loaded; what cannot is named in `missing` (its runs are skipped).
 /// The UCI tables are looked for beside the digits.
 inline data load_all(const std::string& digits_csv) {
@@ -378,6 +483,7 @@ inline data load_all(const std::string& digits_csv) {
   attempt([&] { d.gpl = load_text("/usr/share/common-licenses/GPL-3"); }, "GPL-3 text");
   attempt([&] { d.apache = load_text("/usr/share/common-licenses/Apache-2.0"); }, "Apache-2.0 text");
   attempt([&] { d.licenses = load_licenses(); }, "text_cnn");
+  attempt([&] { d.words = load_license_words(); }, "skipgram");
   const auto dir = digits_csv.substr(0, digits_csv.find_last_of('/') + 1);
   attempt([&] { d.breast_cancer = load_uci(dir + "breast_cancer.csv"); }, "tabular breast-cancer");
   attempt([&] { d.wine = load_uci(dir + "wine_data.csv"); }, "tabular wine");

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// mldiag-zoo: a zoo of healthy training programs (fifteen families, varied optimizers, schedules,
+// mldiag-zoo: a zoo of healthy training programs (eighteen families, varied optimizers, schedules,
 // learning rates, batch sizes, accumulation, seeds, short and long runs) and a zoo of planted
 // faults, every run under a default mldiag monitor wired the README's way. It reports the
 // detectors' false alarms on the healthy runs (split calibration / held-out / held-out round 2
-// / held-out round 3 / held-out round 4 families), and recall, question, localization and delay
-// on the faults (issue 15). `--losses-only` reports how the runs trained and nothing of what was found.
+// / held-out round 3 / held-out round 4 / held-out round 5 families), and recall, question,
+// localization and delay on the faults (issue 15). `--losses-only` reports how the runs trained and nothing of what was found.
 #include "../common/faults.hpp"
 #include "../common/verdict.hpp"
 #include "data.hpp"
@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -51,8 +52,8 @@ std::string family_names(std::optional<zoo::split> only = std::nullopt) {
   return out;
 }
 
-constexpr std::array<zoo::split, 5> splits = {zoo::split::calibration, zoo::split::heldout, zoo::split::heldout2,
-                                              zoo::split::heldout3, zoo::split::heldout4};
+constexpr std::array<zoo::split, 6> splits = {zoo::split::calibration, zoo::split::heldout, zoo::split::heldout2,
+                                              zoo::split::heldout3, zoo::split::heldout4, zoo::split::heldout5};
 constexpr std::size_t index(zoo::split s) {
   return static_cast<std::size_t>(s);
 }
@@ -70,6 +71,8 @@ constexpr const char* short_name(zoo::split s) {
       return "held3";
     case zoo::split::heldout4:
       return "held4";
+    case zoo::split::heldout5:
+      return "held5";
   }
   return "?";
 }
@@ -139,6 +142,30 @@ void one_thread_per_run() {
 
 std::string fraction(int a, int b) { return std::to_string(a) + "/" + std::to_string(b); }
 
+/// The CPU the runs ran on: the first "model name" of /proc/cpuinfo, or "unknown".
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
+  }
+  return "unknown";
+}
+
+/// `text` as the inside of a JSON string.
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;  // no control characters in a model name
+    out += ch;
+  }
+  return out;
+}
+
 struct judged {
   const zoo::result* r;
   examples::verdict v;
@@ -170,14 +197,18 @@ int main(int argc, char** argv) try {
   if (data.gpl) std::printf("text: %s\n", data.gpl->c.source.c_str());
   if (data.apache) std::printf("text: %s\n", data.apache->c.source.c_str());
   if (data.licenses) std::printf("license windows: %s\n", data.licenses->source.c_str());
+  if (data.words) std::printf("license words: %s\n", data.words->source.c_str());
   for (const auto* t : {&data.breast_cancer, &data.wine, &data.iris, &data.diabetes})
     if (*t) std::printf("table: %s\n", (*t)->z.source.c_str());
   for (const auto& m : data.missing) std::printf("%s\n", m.c_str());
+  const std::string cpu = cpu_model();
+  const unsigned hw_threads = std::thread::hardware_concurrency();
+  std::printf("cpu: %s, %u hardware threads\n", cpu.c_str(), hw_threads);
   std::printf("calibration families: %s; held-out families: %s; held-out round 2 families: %s; held-out round 3 "
-              "families: %s; held-out round 4 families: %s\n",
+              "families: %s; held-out round 4 families: %s; held-out round 5 families: %s\n",
               family_names(zoo::split::calibration).c_str(), family_names(zoo::split::heldout).c_str(),
               family_names(zoo::split::heldout2).c_str(), family_names(zoo::split::heldout3).c_str(),
-              family_names(zoo::split::heldout4).c_str());
+              family_names(zoo::split::heldout4).c_str(), family_names(zoo::split::heldout5).c_str());
   std::printf("%zu runs, %d at a time\n", specs.size(), s.jobs);
   std::fflush(stdout);
 
@@ -296,10 +327,11 @@ int main(int argc, char** argv) try {
                 first.empty() ? "-" : first.c_str());
   }
   std::printf("\nFALSE ALARMS BY DETECTOR (healthy runs in which it raised a finding at warning or above)\n");
-  std::printf("%-28s %12s %9s %9s %9s %9s\n", "detector", "calibration", "held-out", "round 2", "round 3", "round 4");
+  std::printf("%-28s %12s %9s %9s %9s %9s %9s\n", "detector", "calibration", "held-out", "round 2", "round 3", "round 4",
+              "round 5");
   for (const auto& [d, c] : by_detector)
-    std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n", d.c_str(), c[0], split_runs[0], c[1],
-                split_runs[1], c[2], split_runs[2], c[3], split_runs[3], c[4], split_runs[4]);
+    std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n", d.c_str(), c[0], split_runs[0], c[1],
+                split_runs[1], c[2], split_runs[2], c[3], split_runs[3], c[4], split_runs[4], c[5], split_runs[5]);
   if (by_detector.empty()) std::printf("(none)\n");
   for (const auto& t : not_trained) std::printf("mldiag: zoo bug: a healthy run did not train: %s\n", t.c_str());
 
@@ -416,30 +448,35 @@ int main(int argc, char** argv) try {
   const double held2_recall = split_recall[index(zoo::split::heldout2)];
   const double held3_recall = split_recall[index(zoo::split::heldout3)];
   const double held4_recall = split_recall[index(zoo::split::heldout4)];
+  const double held5_recall = split_recall[index(zoo::split::heldout5)];
   std::printf("\nhealthy runs %d, with a finding at warning or above: %d (calibration %d/%d, held-out %d/%d, held-out round 2 "
-              "%d/%d, held-out round 3 %d/%d, held-out round 4 %d/%d)\n",
+              "%d/%d, held-out round 3 %d/%d, held-out round 4 %d/%d, held-out round 5 %d/%d)\n",
               healthy, healthy_alarmed, split_alarmed[0], split_runs[0], split_alarmed[1], split_runs[1], split_alarmed[2],
-              split_runs[2], split_alarmed[3], split_runs[3], split_alarmed[4], split_runs[4]);
+              split_runs[2], split_alarmed[3], split_runs[3], split_alarmed[4], split_runs[4], split_alarmed[5],
+              split_runs[5]);
   std::printf("fair faulted runs %d of %d: recall %.3f, right question %.3f, top-1 localization %.3f (%d/%d), median steps "
               "to detect %.1f, recall by split: calibration %.3f (%d/%d), held-out %.3f (%d/%d), held-out round 2 %.3f "
-              "(%d/%d), held-out round 3 %.3f (%d/%d), held-out round 4 %.3f (%d/%d); findings before the onset in faulted "
-              "runs: %d\n",
+              "(%d/%d), held-out round 3 %.3f (%d/%d), held-out round 4 %.3f (%d/%d), held-out round 5 %.3f (%d/%d); "
+              "findings before the onset in faulted runs: %d\n",
               fair_runs, faulted, recall, right_q, top1, located, with_layer, med, split_recall[0], split_detected[0],
               split_fair[0], held_recall, split_detected[1], split_fair[1], held2_recall, split_detected[2], split_fair[2],
-              held3_recall, split_detected[3], split_fair[3], held4_recall, split_detected[4], split_fair[4], before_onset);
+              held3_recall, split_detected[3], split_fair[3], held4_recall, split_detected[4], split_fair[4], held5_recall,
+              split_detected[5], split_fair[5], before_onset);
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
-  std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"families\":%d,\"healthy_runs\":%d,\"healthy_false_alarms\":%d,"
-              "\"calibration_healthy_runs\":%d,\"calibration_healthy_false_alarms\":%d,\"heldout_healthy_runs\":%d,"
+  std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"cpu\":\"%s\",\"hardware_threads\":%u,\"families\":%d,"
+              "\"healthy_runs\":%d,\"healthy_false_alarms\":%d,\"calibration_healthy_runs\":%d,\"calibration_healthy_false_alarms\":%d,\"heldout_healthy_runs\":%d,"
               "\"heldout_healthy_false_alarms\":%d,\"heldout2_healthy_runs\":%d,\"heldout2_healthy_false_alarms\":%d,"
               "\"heldout3_healthy_runs\":%d,\"heldout3_healthy_false_alarms\":%d,"
               "\"heldout4_healthy_runs\":%d,\"heldout4_healthy_false_alarms\":%d,"
+              "\"heldout5_healthy_runs\":%d,\"heldout5_healthy_false_alarms\":%d,"
               "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
               "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
-              "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f}\n",
-              s.quick ? "true" : "false", static_cast<int>(zoo::families.size()), healthy, healthy_alarmed, split_runs[0],
-              split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2], split_alarmed[2], split_runs[3],
-              split_alarmed[3], split_runs[4], split_alarmed[4], faulted, fair_runs, recall, right_q, top1, med, held_recall,
-              held2_recall, held3_recall, held4_recall);
+              "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f}\n",
+              s.quick ? "true" : "false", json_escape(cpu).c_str(), hw_threads, static_cast<int>(zoo::families.size()),
+              healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
+              split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
+              split_alarmed[5], faulted, fair_runs, recall, right_q, top1, med, held_recall, held2_recall, held3_recall,
+              held4_recall, held5_recall);
   std::fflush(stdout);
   if (!s.check) return 0;
   const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&

@@ -8,6 +8,7 @@
 #include "families.hpp"
 #include "families_round3.hpp"
 #include "families_round4.hpp"
+#include "families_round5.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -45,7 +46,8 @@ struct result {
 namespace detail {
 
 /// `sgd_weight_decay`: the L2 term of the SGD optimizers (the ResNet recipe's 5e-4; 0 for the
-/// other families); AdamW keeps its decoupled 0.01, Adam has none.
+/// other families); AdamW keeps its decoupled 0.01, Adam has none; RMSprop (alpha 0.99, no
+/// momentum) and Adagrad (round 5's) with LibTorch's defaults and no weight decay.
 inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std::vector<torch::Tensor> params, double lr,
                                                                double sgd_weight_decay = 0.0) {
   using namespace torch::optim;
@@ -57,6 +59,8 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std:
       return std::make_unique<SGD>(params, SGDOptions(lr).momentum(0.9).nesterov(true).weight_decay(wd));
     case optimizer::adam: return std::make_unique<Adam>(params, AdamOptions(lr));
     case optimizer::adamw: return std::make_unique<AdamW>(params, AdamWOptions(lr).weight_decay(0.01));
+    case optimizer::rmsprop: return std::make_unique<RMSprop>(params, RMSpropOptions(lr));
+    case optimizer::adagrad: return std::make_unique<Adagrad>(params, AdagradOptions(lr));
   }
   return nullptr;
 }
@@ -74,6 +78,14 @@ inline double scheduled_lr(schedule s, double peak, std::int64_t step, std::int6
       return peak * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(3.141592653589793 * progress)));
     }
     case schedule::step_decay: return peak * (t >= 0.75 * n ? 0.01 : t >= 0.5 * n ? 0.1 : 1.0);
+    case schedule::warmup_linear: {
+      // Linear warm-up over the first 10%, then linear decay towards 0 at step n (BERT's;
+      // Hugging Face's get_linear_schedule_with_warmup): the last step's rate is peak / (n -
+      // warm), never 0.
+      const double warm = std::max(1.0, 0.1 * n);
+      if (t < warm) return peak * (t + 1.0) / warm;
+      return peak * (n - t) / std::max(1.0, n - warm);
+    }
   }
   return peak;
 }
@@ -92,6 +104,13 @@ struct setup {
   /// inputs_not_normalized is planted in the data (the tabular and regression families' raw
   /// features), not by scaling the inputs x255.
   bool raw_inputs = false;
+  /// Round 5: the seq2seq family's targets are its source windows reversed (u.txt windows of
+  /// `context` characters).
+  bool reverse_text = false;
+  /// Round 5: losses computed from the model's output alone, labels unused: NT-Xent over
+  /// in-batch negatives (contrastive; validation in micro-batches, as the loss depends on the
+  /// batch) and skip-gram negative sampling. The output is named "logits" as a classifier's.
+  bool nt_xent = false, sgns = false;
   std::string why_not;
 };
 
@@ -235,6 +254,42 @@ inline setup build(const run_spec& s, const data& d) {
     u.model = std::make_shared<dwsep_net>(u.tab->side, 16, stages, s.variant.find("-bn-") != std::string::npos,
                                           s.variant.find("silu") != std::string::npos, 10);
     u.classes = 10;
+  } else if (s.family == "seq2seq") {
+    // <gpl3|apache>-<gru|lstm><hidden>-w<window>: embedding 32, clip_grad_norm_ 1.
+    const bool apache = s.variant.rfind("apache", 0) == 0;
+    u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
+    if (!u.txt) {
+      u.why_not = std::string("the ") + (apache ? "Apache-2.0" : "GPL-3") + " text in /usr/share/common-licenses is missing";
+      return u;
+    }
+    const auto w = s.variant.find("-w");
+    u.context = std::stoll(s.variant.substr(w + 2));
+    const std::int64_t hidden = s.variant.find("128") != std::string::npos ? 128 : 64;
+    u.model = std::make_shared<seq2seq_net>(u.txt->c.vocab, 32, hidden, s.variant.find("lstm") != std::string::npos);
+    u.classes = u.txt->c.vocab;
+    u.reverse_text = true;
+    u.clip = 1.0;
+  } else if (s.family == "contrastive") {
+    if (!need_table()) return u;
+    // fashion-c<convs>-<mlp|linear>-t<temperature>.
+    const int convs = s.variant.find("-c3-") != std::string::npos ? 3 : 2;
+    const double tau = std::stod(s.variant.substr(s.variant.find("-t") + 2));
+    u.model = std::make_shared<contrastive_net>(u.tab->side, convs, s.variant.find("-mlp-") != std::string::npos, tau,
+                                                s.seed * 104729 + 7);
+    u.classes = 0;
+    u.nt_xent = true;
+  } else if (s.family == "skipgram") {
+    if (!d.words) {
+      u.why_not = "the license texts in /usr/share/common-licenses are missing (package base-files)";
+      return u;
+    }
+    // licenses-d<dimension>-w<window>: 5 negatives.
+    const auto w = std::stoll(s.variant.substr(s.variant.find("-w") + 2));
+    const auto dim = std::stoll(s.variant.substr(s.variant.find("-d") + 2));
+    u.tab = &d.words->by_window[static_cast<std::size_t>(w - 1)];
+    u.model = std::make_shared<skipgram_net>(d.words->vocab, dim, d.words->counts, 5, s.seed * 104729 + 11);
+    u.classes = 0;
+    u.sgns = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -278,6 +333,10 @@ struct sampler {
       next += b;
       return {u.tab->x_train.index_select(0, idx), u.tab->y_train.index_select(0, idx)};
     }
+    if (u.reverse_text) {
+      auto x = windows(u.txt->train, b, false).first;
+      return {x, x.flip(1)};
+    }
     return windows(u.txt->train, b, shifted);
   }
   std::pair<torch::Tensor, torch::Tensor> windows(const torch::Tensor& stream, std::int64_t b, bool shifted) {
@@ -315,7 +374,7 @@ inline result train(const run_spec& s, const data& d) {
   auto& model = *u.model;
   const fault f = s.planted;
   const bool tokens = takes_tokens(s.family);  // token ids: never scaled
-  const bool mse = u.classes == 0;
+  const bool mse = u.classes == 0 && !u.nt_xent && !u.sgns;
 
   // Where a layer fault goes: varies with the seed over the layers it can be in.
   if (f == fault::forward_inf) {
@@ -355,7 +414,12 @@ inline result train(const run_spec& s, const data& d) {
     val_y = u.tab->y_val.slice(0, 0, n);
   } else {
     detail::sampler vs(u, 424242);
-    std::tie(val_x, val_y) = vs.windows(u.txt->val, 32, f != fault::lm_targets_not_shifted);
+    if (u.reverse_text) {
+      val_x = vs.windows(u.txt->val, 128, false).first;
+      val_y = val_x.flip(1);
+    } else {
+      std::tie(val_x, val_y) = vs.windows(u.txt->val, 32, f != fault::lm_targets_not_shifted);
+    }
   }
   const double input_scale = f == fault::inputs_not_normalized && !u.raw_inputs ? 255.0 : 1.0;
   auto loss_of = [&](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y, const taps& t) {
@@ -368,6 +432,8 @@ inline result train(const run_spec& s, const data& d) {
       return (recon + t.kl) / static_cast<double>(x.numel());
     }
     if (u.regression) return torch::mse_loss(out, y);
+    if (u.nt_xent) return nt_xent_loss(out);
+    if (u.sgns) return sgns_loss(out);
     if (mse) return torch::mse_loss(out, x);
     if (f == fault::wrong_loss_mse_on_logits)
       return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
@@ -431,8 +497,22 @@ inline result train(const run_spec& s, const data& d) {
       model.eval();
       taps vt;
       auto vx = tokens ? val_x : val_x * input_scale;
-      auto out = model.forward(vx, vt);
-      const double v = loss_of(out, vx, val_y, vt).item<double>();
+      double v = 0.0;
+      if (u.nt_xent) {
+        // In-batch negatives: the loss depends on the batch's size, so validation is the mean
+        // over micro-batches of the training size.
+        const auto b = std::min(s.batch, vx.size(0));
+        int chunks = 0;
+        for (std::int64_t i = 0; i + b <= vx.size(0); i += b, ++chunks) {
+          taps ct;
+          auto xc = vx.slice(0, i, i + b);
+          v += loss_of(model.forward(xc, ct), xc, val_y, ct).item<double>();
+        }
+        v /= chunks;
+      } else {
+        auto out = model.forward(vx, vt);
+        v = loss_of(out, vx, val_y, vt).item<double>();
+      }
       mon.observe_val_loss(v);
       if (!seen_val) res.val_first = v;
       seen_val = true;
