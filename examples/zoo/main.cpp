@@ -11,6 +11,8 @@
 #include "spec.hpp"
 #include "train.hpp"
 
+#include <mldiag/report/json.hpp>
+
 #include <torch/torch.h>
 
 #include <dlfcn.h>  // dlsym: OpenBLAS's thread count, where LibTorch's BLAS is OpenBLAS
@@ -155,17 +157,6 @@ std::string cpu_model() {
   return "unknown";
 }
 
-/// `text` as the inside of a JSON string.
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) continue;  // no control characters in a model name
-    out += ch;
-  }
-  return out;
-}
-
 struct judged {
   const zoo::result* r;
   examples::verdict v;
@@ -203,6 +194,8 @@ int main(int argc, char** argv) try {
   for (const auto& m : data.missing) std::printf("%s\n", m.c_str());
   const std::string cpu = cpu_model();
   const unsigned hw_threads = std::thread::hardware_concurrency();
+  std::string cpu_json;  // the model name as a JSON string, for the last line
+  mldiag::report::json::append_quoted(cpu_json, cpu);
   std::printf("cpu: %s, %u hardware threads\n", cpu.c_str(), hw_threads);
   std::printf("calibration families: %s; held-out families: %s; held-out round 2 families: %s; held-out round 3 "
               "families: %s; held-out round 4 families: %s; held-out round 5 families: %s\n",
@@ -463,7 +456,7 @@ int main(int argc, char** argv) try {
               held3_recall, split_detected[3], split_fair[3], held4_recall, split_detected[4], split_fair[4], held5_recall,
               split_detected[5], split_fair[5], before_onset);
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
-  std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"cpu\":\"%s\",\"hardware_threads\":%u,\"families\":%d,"
+  std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"cpu\":%s,\"hardware_threads\":%u,\"families\":%d,"
               "\"healthy_runs\":%d,\"healthy_false_alarms\":%d,\"calibration_healthy_runs\":%d,\"calibration_healthy_false_alarms\":%d,\"heldout_healthy_runs\":%d,"
               "\"heldout_healthy_false_alarms\":%d,\"heldout2_healthy_runs\":%d,\"heldout2_healthy_false_alarms\":%d,"
               "\"heldout3_healthy_runs\":%d,\"heldout3_healthy_false_alarms\":%d,"
@@ -472,7 +465,7 @@ int main(int argc, char** argv) try {
               "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
               "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
               "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f}\n",
-              s.quick ? "true" : "false", json_escape(cpu).c_str(), hw_threads, static_cast<int>(zoo::families.size()),
+              s.quick ? "true" : "false", cpu_json.c_str(), hw_threads, static_cast<int>(zoo::families.size()),
               healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
               split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
               split_alarmed[5], faulted, fair_runs, recall, right_q, top1, med, held_recall, held2_recall, held3_recall,

@@ -355,8 +355,8 @@ TEST_CASE("loss_not_decreasing fires on a flat loss and not on a learning run") 
   REQUIRE(f.size() == 1);
   CHECK(f.front().first_step == 199);  // the end of the warm-up
   // A loss whose improvement hovers around the 5% line (a zoo autoencoder's sat at 2.5-4.6%
-  // for 400 steps and was delivered 9 times) is one finding, and a real recovery (20%) is not re-reported; the edge alone
-  // delivered once per crossing.
+  // for 400 steps and was delivered 9 times) is one finding, and a real recovery (20%) is not
+  // re-reported; the edge alone delivered once per crossing.
   const auto hover = [](int step, mldiag::recorder&, double& loss, double&) {
     // Batch noise around 5% below the start (a deterministic hash in [-0.01, 0.01)), then 20%.
     const double h = std::sin(step * 12.9898) * 43758.5453;
