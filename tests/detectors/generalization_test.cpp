@@ -626,3 +626,177 @@ TEST_CASE("non-finite inputs are the origin: the data, before any layer") {
     if (k == "origin_rule") rule = v;
   CHECK(rule == 4.0);
 }
+
+// Round 5 of the zoo: tensors that start at zero and losses whose floor is far above 0. Each
+// case is recorded from a healthy zoo run (or written from its numbers), and each has a twin
+// that shows the old rule on the same numbers, so that the test can fail.
+
+TEST_CASE("dead_activations: a layer that starts at zero and comes alive is not dead; one that stays dead is") {
+  // word2vec's output vectors start at 0: its scores are all zero at step 0, 36% zero at
+  // step 1 (the zoo's skip-gram runs). A ReLU whose bias is pushed to -50 stays at 100%.
+  std::vector<float> scores0(640, 0.0f), scores1(640, 0.0f), live(640, 0.5f), dead(640, 0.0f);
+  for (std::size_t i = 0; i < 640; i += 3) scores1[i] = 0.01f;  // a third left zero
+  for (std::size_t i = 0; i < 640; i += 2) scores1[i] = 0.02f;
+  const auto deliver = [&](mldiag::detectors::dead_activations d, int dies_at) {
+    mldiag::recorder rec(4);
+    std::vector<finding> out;
+    for (int step = 0; step < 30; ++step) {
+      rec.begin_step(step);
+      rec.record(role::activation, "context.out", step == 0 ? scores0 : step == 1 ? scores1 : live);
+      rec.record(role::activation, "mlp.relu", step >= dies_at ? dead : live);
+      d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+    }
+    return out;
+  };
+  CHECK(deliver({}, 1000).empty());
+  const auto f = deliver({}, 20);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].severity == severity::critical);
+  CHECK(f[0].first_step == 20);
+  CHECK(f[0].last_step == 21);  // the second observation in a row decides
+  CHECK(f[0].where.front().first == "act/mlp.relu");
+  // The twin: a streak of one observation calls the zero-initialized layer dead at step 0.
+  mldiag::detectors::dead_activations::config one;
+  one.patience = 1;
+  const auto old = deliver(mldiag::detectors::dead_activations(one), 1000);
+  REQUIRE(old.size() == 1);
+  CHECK(old[0].first_step == 0);
+  CHECK(old[0].severity == severity::critical);
+}
+
+TEST_CASE("constant_loss: a constant loss while the optimizer moves what its gradient reaches is info") {
+  // The loss to six digits for five steps (word2vec's 6 ln 2 while its zero-initialized output
+  // vectors move): the parameters are being trained. A detached graph (gradient zero, weight
+  // decay moving the tensor) or a missing optimizer step (update zero) is not.
+  const auto run = [](float grad, float update) {
+    mldiag::detectors::constant_loss d;
+    mldiag::recorder rec(4);
+    std::vector<finding> out;
+    const std::vector<float> param(100, 0.01f), g(100, grad), u(100, update);
+    for (int step = 0; step < 8; ++step) {
+      rec.begin_step(step);
+      rec.record_loss(4.1588826 - 1e-7 * step);
+      rec.record(role::gradient, "context.weight", g);
+      rec.record(role::parameter, "context.weight", param);
+      rec.record(role::update, "context.weight", u);
+      d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+    }
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].symptom == "loss constant from the start");
+    return out[0];
+  };
+  const auto trained = run(1e-3f, 1e-3f);
+  CHECK(trained.severity == severity::info);
+  const auto ratio = std::find_if(trained.evidence.begin(), trained.evidence.end(),
+                                  [](const auto& e) { return e.first == "largest_update_ratio"; });
+  REQUIRE(ratio != trained.evidence.end());
+  CHECK(ratio->second == doctest::Approx(0.1));  // 1e-3 / 1e-2 per element
+  CHECK(run(0.0f, 1e-7f).severity == severity::warning);  // weight decay alone: a detached graph
+  CHECK(run(1e-3f, 0.0f).severity == severity::warning);  // no optimizer step
+  // No updates recorded (a log): the loss alone decides, as before.
+  mldiag::detectors::constant_loss d;
+  mldiag::recorder rec(4);
+  std::vector<finding> out;
+  for (int step = 0; step < 8; ++step) {
+    rec.begin_step(step);
+    rec.record_loss(2.302585);
+    d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+  }
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].severity == severity::warning);
+}
+
+TEST_CASE("embedding_growth: a small initialization settling at its scale is not growth without bound") {
+  const auto run = [](mldiag::detectors::embedding_growth d, const std::function<double(int)>& norm) {
+    mldiag::recorder rec(4);
+    std::vector<finding> out;
+    for (int step = 0; step < 400; ++step) {
+      rec.begin_step(step);
+      // A tensor of 100 equal elements has the norm 10 |v|.
+      rec.record(role::parameter, "embed.weight", filled(100, static_cast<float>(norm(step) / 10.0)));
+      d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+    }
+    return out;
+  };
+  // word2vec's input vectors (the zoo, round 5): 0.62 -> ~26 as the loss falls, then settled.
+  const auto settling = [](int t) { return 0.62 + 25.0 * (1.0 - std::exp(-t / 40.0)); };
+  CHECK(run({}, settling).empty());
+  // Growth without bound keeps its pace: linear, 0.4% of the start per step; and an Adam random
+  // walk at 100x the learning rate from step 100 (norm^2 grows linearly: 70 -> 142 in 100 steps).
+  const auto linear = run({}, [](int t) { return 10.0 * (1.0 + 0.004 * t); });
+  REQUIRE(linear.size() == 1);
+  CHECK(linear[0].last_step == 199);
+  const auto walk = run({}, [](int t) { return std::sqrt(4900.0 + 152.0 * std::max(0, t - 100)); });
+  REQUIRE(walk.size() == 1);
+  CHECK(walk[0].last_step == 199);
+  // The twin: without the pace line the settling tensor is reported when the window fills.
+  mldiag::detectors::embedding_growth::config no_pace;
+  no_pace.min_pace_kept = 0.0;
+  CHECK(run(mldiag::detectors::embedding_growth(no_pace), settling).size() == 1);
+}
+
+TEST_CASE("exploding gradients: a plateau left slowly and a zero-initialized first step are not explosions") {
+  using mldiag::detectors::exploding_gradients;
+  const auto warnings = [](const std::vector<double>& loss, const std::vector<double>& norm, exploding_gradients::config c) {
+    REQUIRE(loss.size() == norm.size());
+    std::vector<std::pair<double, double>> series;
+    for (std::size_t i = 0; i < loss.size(); ++i) series.emplace_back(loss[i], norm[i]);
+    std::size_t n = 0;
+    for (const auto& f : replay_series(series, exploding_gradients(c))) n += f.severity >= severity::warning ? 1u : 0u;
+    return n;
+  };
+  // `skipgram/licenses-d100-w5 momentum constant lr 0.5 batch 64 seed 1001`, steps 0-99 as its
+  // JSON Lines recorded them: the output vectors start at 0, the gradient grows 30x as they
+  // grow, and the loss leaves 6 ln 2 by 6% — 0.9% when the norm passes 16x, but with a batch
+  // noise of 1e-5 to 1e-3 every fall is out of the noise.
+  const std::vector<double> slow_loss = {
+      4.1588826, 4.1588826, 4.1588821, 4.1588821, 4.1588821, 4.1588826, 4.1588802, 4.1588783, 4.1588755, 4.1588802,
+      4.1588778, 4.1588759, 4.1588774, 4.1588778, 4.1588769, 4.1588783, 4.1588721, 4.1588683, 4.1588659, 4.1588545,
+      4.1588607, 4.1588497, 4.1588488, 4.158854,  4.1588459, 4.1588392, 4.1588192, 4.1588573, 4.1588645, 4.1588345,
+      4.1588306, 4.158814,  4.1587548, 4.1587839, 4.1587391, 4.1587405, 4.1587086, 4.1587486, 4.1587038, 4.158649,
+      4.1585984, 4.1586418, 4.1584401, 4.1584301, 4.1585736, 4.158442,  4.1578045, 4.1576338, 4.1584787, 4.1580591,
+      4.1577024, 4.1575618, 4.1577978, 4.1573858, 4.1571488, 4.1564903, 4.1570597, 4.1557555, 4.1560497, 4.1546941,
+      4.1565027, 4.1556435, 4.1559429, 4.1537457, 4.1525731, 4.1523151, 4.1525736, 4.1531782, 4.1492109, 4.1513138,
+      4.1454086, 4.1461396, 4.1468616, 4.1455145, 4.1420445, 4.1439075, 4.1311121, 4.1234078, 4.1229119, 4.1276073,
+      4.1304722, 4.1179261, 4.1211362, 4.125999,  4.1177564, 4.056953,  4.0829835, 4.0396338, 4.0714493, 4.0558438,
+      4.0667286, 4.0470181, 4.0279508, 3.9896038, 4.0352068, 4.0362744, 3.9932632, 3.9781084, 3.8869243, 3.9281678};
+  const std::vector<double> slow_norm = {
+      0.004418, 0.004407, 0.004551, 0.004546, 0.004468, 0.004413, 0.004443, 0.004444, 0.004461, 0.004459, 0.004451,
+      0.004508, 0.004492, 0.004578, 0.00465,  0.004541, 0.004572, 0.004644, 0.004696, 0.004805, 0.004671, 0.004912,
+      0.004811, 0.005051, 0.004897, 0.005043, 0.004973, 0.005055, 0.005227, 0.00518,  0.005377, 0.00557,  0.006198,
+      0.005884, 0.006105, 0.006169, 0.006261, 0.006129, 0.006821, 0.007009, 0.007747, 0.006918, 0.008522, 0.009039,
+      0.007471, 0.008295, 0.01375,  0.01448,  0.008793, 0.01163,  0.01324,  0.01433,  0.01373,  0.01255,  0.0157,
+      0.01733,  0.01599,  0.02295,  0.02075,  0.02379,  0.01839,  0.0214,   0.02323,  0.02631,  0.02597,  0.02835,
+      0.03177,  0.03063,  0.03697,  0.0288,   0.04078,  0.03851,  0.03901,  0.03671,  0.04291,  0.04689,  0.05878,
+      0.06634,  0.06959,  0.06161,  0.05724,  0.06832,  0.06896,  0.06754,  0.07443,  0.1113,   0.09106,  0.1135,
+      0.0938,   0.1023,   0.1043,   0.1038,   0.1101,   0.1268,   0.1204,   0.1184,   0.13,     0.1358,   0.1478,
+      0.1412};
+  CHECK(warnings(slow_loss, slow_norm, {}) == 0);
+  exploding_gradients::config tenth_only;  // the twin: progress only as a 10% fall
+  tenth_only.progress_z = 0.0;
+  CHECK(warnings(slow_loss, slow_norm, tenth_only) > 0);
+  // `skipgram/licenses-d64-w3 adagrad constant lr 0.1 batch 8 seed 5001`, steps 0-39: at step
+  // 0 only the zero-initialized output vectors have a gradient (0.016); from step 1 the input
+  // vectors' joins it (0.17-0.9) while a batch of 8 keeps the loss noisy and flat.
+  const std::vector<double> first_loss = {4.159, 4.158, 4.158, 4.158, 4.186, 4.161, 4.133, 4.148, 4.138, 4.107,
+                                          4.206, 4.085, 4.162, 4.066, 4.053, 4.124, 4.138, 4.01,  4.191, 4.043,
+                                          4.039, 3.9,   4.203, 3.943, 4.133, 4.202, 4.017, 3.668, 4.134, 4.207,
+                                          3.998, 4.055, 3.955, 3.874, 3.468, 4.047, 4.001, 4.126, 3.639, 4.008};
+  const std::vector<double> first_norm = {
+      0.01597, 0.1693, 0.2083, 0.2952, 0.3734, 0.3722, 0.4404, 0.4534, 0.4417, 0.5151, 0.5943, 0.4868, 0.5272, 0.5734,
+      0.6067,  0.5312, 0.5888, 0.6915, 0.6148, 0.5586, 0.6902, 0.7794, 0.6388, 0.6413, 0.6676, 0.6879, 0.6141, 0.7329,
+      0.7313,  0.5875, 0.6981, 0.7209, 0.6729, 0.723,  0.6812, 0.839,  0.8366, 0.8775, 0.7082, 0.8894};
+  CHECK(warnings(first_loss, first_norm, {}) == 0);
+  exploding_gradients::config no_settle;  // the twin: a baseline of step 0 alone
+  no_settle.settle = 1;
+  CHECK(warnings(first_loss, first_norm, no_settle) > 0);
+  // An explosion after the baseline has formed is still found: the same run with its norm
+  // x30 from step 20 while the loss climbs.
+  auto late_norm = first_norm;
+  auto late_loss = first_loss;
+  for (std::size_t i = 20; i < late_norm.size(); ++i) {
+    late_norm[i] *= 30.0;
+    late_loss[i] += 0.1 * static_cast<double>(i - 19);
+  }
+  CHECK(warnings(late_loss, late_norm, {}) > 0);
+}

@@ -135,9 +135,18 @@ class non_finite {
 /// - a **growth**: the median of the last `growth_window` (10) norms at `warn_ratio` times an
 ///   anchor while the loss has not improved since that anchor: a slow explosion whose median
 ///   grows along with it (gradients never zeroed: 40x in 100 steps). The anchor is the median
-///   of the last `growth_window` norms when the loss (mean of its last 10) last fell by
-///   `rebase_improvement`, so progress moves it. The growth must hold for `growth_sustain` (5)
-///   steps in a row: a burst of hard batches lifts a median of 10 for two or three.
+///   of the last `growth_window` norms when the loss (mean of its last 10) last made progress,
+///   so progress moves it. The growth must hold for `growth_sustain` (5) steps in a row: a
+///   burst of hard batches lifts a median of 10 for two or three.
+///
+/// **Progress** (for both rules) is a fall of the loss's mean of 10 by `rebase_improvement`
+/// (10%) of itself, or by `progress_z` (3) times its batch noise (see `progressed`): a loss
+/// whose floor is far above 0 (NT-Xent, negative sampling) or that leaves a plateau slowly
+/// makes progress that a 10% line never sees. **The first `settle` (5) norms** form the
+/// baseline whatever their size, and a jump among them is decided only by decisive evidence
+/// (`critical_ratio`, a non-finite or decisive loss, no loss at all): at step 0 a layer that
+/// starts at zero leaves the gradient of what feeds it zero (word2vec's first norm was a tenth
+/// of its next), and a baseline of one step is no baseline.
 ///
 /// Where the gradients are clipped (`clip_norm`, 0 = not clipped or not known; the monitor sets
 /// it from `training_config::max_grad_norm`), a jump above the bound was bounded before the
@@ -165,6 +174,8 @@ class exploding_gradients {
     double decisive_factor = 1.5;
     double decisive_rise = 0.25;
     double decisive_mads = 10.0;  // loss_spike's min_mads: one observation out of the batch noise
+    double progress_z = 3.0;
+    std::size_t settle = 5;
     double clip_norm = 0.0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
@@ -183,13 +194,15 @@ class exploding_gradients {
           field<config>{"decisive_factor", &config::decisive_factor},
           field<config>{"decisive_rise", &config::decisive_rise},
           field<config>{"decisive_mads", &config::decisive_mads},
+          field<config>{"progress_z", &config::progress_z},
+          field<config>{"settle", &config::settle},
           field<config>{"clip_norm", &config::clip_norm}};
     }
   };
   exploding_gradients() : exploding_gradients(config{}) {}
   explicit exploding_gradients(config c)
       : c_(c), baseline_(c.window), jitter_(c.window), recent_(c.growth_window == 0 ? 1 : c.growth_window),
-        losses_(50), recent_losses_(10) {
+        losses_(50), recent_losses_(10), loss_steps_(50) {
     if (c.warn_ratio <= 1.0 || c.critical_ratio < c.warn_ratio) {
       throw error("exploding_gradients: need 1 < warn_ratio <= critical_ratio");
     }
@@ -213,6 +226,7 @@ class exploding_gradients {
                                s.loss - loss_median >= std::max(c_.decisive_rise, c_.decisive_mads * mad);
     seen_loss_ = seen_loss_ || s.has_loss;
     if (s.has_loss && std::isfinite(s.loss)) {
+      if (!losses_.empty()) loss_steps_.push(s.loss - losses_.back());
       losses_.push(s.loss);
       recent_losses_.push(s.loss);
     }
@@ -243,11 +257,13 @@ class exploding_gradients {
       }
       ++jump_steps_;
       loss_up_run_ = loss_up ? loss_up_run_ + 1 : 0;
-      const bool fell = loss_now < (1.0 - c_.rebase_improvement) * jump_loss_;
+      const bool fell = progressed(jump_loss_, loss_now);
       const bool clipped = c_.clip_norm > 0.0 && norm > c_.clip_norm;
+      // A baseline of its first `settle` norms is still forming: only decisive evidence decides.
+      const bool settled = baseline_.size() >= c_.settle;
       const bool decided = (ratio >= c_.critical_ratio && !clipped) || !seen_loss_ || loss_bad || loss_decisive ||
-                           loss_up_run_ >= c_.loss_up_steps ||
-                           (jump_steps_ >= c_.sustain && !fell);
+                           (settled && loss_up_run_ >= c_.loss_up_steps) ||
+                           (settled && jump_steps_ >= c_.sustain && !fell);
       if (decided) {
         finding f = make(o, ratio >= c_.critical_ratio ? severity::critical : severity::warning,
                          {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
@@ -257,7 +273,10 @@ class exploding_gradients {
         out.push_back(std::move(f));
         return;  // the baseline keeps the norms before the jump
       }
-      if (fell) {  // a new regime: the baseline restarts from it
+      if (!settled) {  // part of the forming baseline (a zero-initialized layer's first steps)
+        jump_start_ = -1;
+        push_baseline(norm);
+      } else if (fell) {  // a new regime: the baseline restarts from it
         finding f = make(o, severity::info, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
                                              {"loss_at_jump", jump_loss_}, {"loss_now", loss_now}});
         f.symptom = symptoms::grad_norm_grew_loss_fell;
@@ -285,17 +304,32 @@ class exploding_gradients {
     baseline_.push(norm);
   }
 
+  /// Whether the loss (the mean of its last 10) made progress since `before` (such a mean too):
+  /// it fell by `rebase_improvement` of itself, or by `progress_z` times the batch noise — the
+  /// robust spread of the last 50 losses' step-to-step changes over sqrt 2, which a trend
+  /// does not inflate. A difference of two means of 10 has 0.45 of that spread, so 3 is 6.7
+  /// standard errors. The second line is for losses with a floor far above 0 and for a
+  /// plateau left slowly: the zoo's word2vec runs fall 4.1589 -> 4.1229 (0.9%) while their
+  /// zero-initialized output vectors grow the gradient 16x, with batch noise of 1e-5; an
+  /// NT-Xent loss falls a few percent while the encoder leaves its collapsed start.
+  [[nodiscard]] bool progressed(double before, double now) const {
+    if (!(now < before)) return false;
+    if (now < (1.0 - c_.rebase_improvement) * before) return true;
+    if (loss_steps_.size() < 10 || !(c_.progress_z > 0.0)) return false;
+    return before - now >= c_.progress_z * loss_steps_.mad() / std::sqrt(2.0);
+  }
+
   void growth(const observation& o, double loss_now, std::vector<finding>& out) {
     // The anchor moves whenever the loss has made progress; without a loss there is no growth rule.
     if (!std::isfinite(loss_now)) return;
-    if (!(anchor_ > 0.0) || loss_now < (1.0 - c_.rebase_improvement) * anchor_loss_) {
+    if (!(anchor_ > 0.0) || progressed(anchor_loss_, loss_now)) {
       anchor_ = recent_.median();
       anchor_loss_ = loss_now;
       anchor_step_ = o.now.step;
     }
     if (!recent_.full() || !(anchor_ > 0.0)) return;
     const double g = recent_.median() / anchor_;
-    const bool grown = g >= c_.warn_ratio && loss_now >= (1.0 - c_.rebase_improvement) * anchor_loss_;
+    const bool grown = g >= c_.warn_ratio && !progressed(anchor_loss_, loss_now);
     if (growth_.observe(grown, std::max<std::size_t>(c_.growth_sustain, 1))) {
       finding f = make(o, g >= c_.critical_ratio ? severity::critical : severity::warning,
                        {{"recent_median_norm", recent_.median()}, {"anchor_median_norm", anchor_}, {"growth", g},
@@ -315,7 +349,7 @@ class exploding_gradients {
   }
 
   config c_;
-  signals::window baseline_, jitter_, recent_, losses_, recent_losses_;
+  signals::window baseline_, jitter_, recent_, losses_, recent_losses_, loss_steps_;
   double anchor_ = 0.0, anchor_loss_ = std::numeric_limits<double>::quiet_NaN();
   std::int64_t anchor_step_ = -1, jump_start_ = -1;
   std::size_t jump_steps_ = 0, loss_up_run_ = 0;
@@ -962,56 +996,86 @@ class oscillation {
 };
 
 /// Q1: dead activations — an activation tensor whose fraction of exact zeros exceeds
-/// `max_zero_fraction` (default 0.99: dead ReLUs). Not lower: healthy ReLU feed-forward layers
-/// of transformers are sparse — about 97% zeros in trained T5 ("The Lazy Neuron Phenomenon",
-/// Li et al. 2022), and 95-97% in the examples' transformer after 200 steps while it was being
-/// calibrated (AdamW 3e-3). Critical when a
-/// tensor is entirely zero (nothing passes through it). Reports onsets;
-/// the location ranks the tensors by zero fraction.
+/// `max_zero_fraction` (default 0.99: dead ReLUs) on `patience` (2) of its observations in a
+/// row. Not lower: healthy ReLU feed-forward layers of transformers are sparse — about 97%
+/// zeros in trained T5 ("The Lazy Neuron Phenomenon", Li et al. 2022), and 95-97% in the
+/// examples' transformer after 200 steps while it was being calibrated (AdamW 3e-3). Critical
+/// when a tensor is entirely zero (nothing passes through it) on `patience` observations in a
+/// row. Reports onsets; `first_step` is where the streak began; the location ranks the
+/// tensors by zero fraction.
+///
+/// Why a streak: a dead layer stays dead, because no gradient reaches what feeds it; a layer
+/// that starts at zero comes alive with the first update. word2vec's zero-initialized output
+/// vectors give scores that are all zero at step 0 and 36% zero at step 1 (the zoo's round 5:
+/// a critical finding in 27 of 27 healthy runs with a streak of 1); so do LoRA's B = 0,
+/// zero-initialized residual branches (Fixup, SkipInit) and zero BatchNorm gammas.
 class dead_activations {
  public:
   struct config {
     double max_zero_fraction = 0.99;
+    std::size_t patience = 2;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
-          field<config>{"max_zero_fraction", &config::max_zero_fraction}};
+          field<config>{"max_zero_fraction", &config::max_zero_fraction},
+          field<config>{"patience", &config::patience}};
     }
   };
   dead_activations() : dead_activations(config{}) {}
-  explicit dead_activations(config c) : c_(c) {}
+  explicit dead_activations(config c) : c_(c) {
+    if (c.patience == 0) throw error("dead_activations: patience must be at least 1 observation");
+  }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"dead_activations", question::convergence, {symptoms::dead_activations}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
+    if (streaks_.size() < o.names.size()) streaks_.resize(o.names.size());  // new names only
+    where_.clear();
     double worst = 0.0;
+    bool all_zero = false;
+    std::int64_t start = -1, zero_start = -1;
     for (const auto& a : o.now.activations) {
       if (a.stats.count == 0) continue;
       const double z = static_cast<double>(a.stats.zeros) / static_cast<double>(a.stats.count);
-      worst = z > worst ? z : worst;
-    }
-    if (!(worst > c_.max_zero_fraction)) {
-      episode_.report(false, severity::info, where_);
-      return;
+      streak& t = streaks_[a.id];
+      if (z > c_.max_zero_fraction) {
+        if (t.over++ == 0) t.start = o.now.step;
+      } else {
+        t.over = 0;
+      }
+      if (z >= 1.0) {
+        if (t.zero++ == 0) t.zero_start = o.now.step;
+      } else {
+        t.zero = 0;
+      }
+      if (t.over < c_.patience) continue;
+      where_.emplace_back("act/" + std::string(o.names[a.id]), z);
+      worst = std::max(worst, z);
+      start = std::max(start, t.start);
+      if (t.zero >= c_.patience) {
+        all_zero = true;
+        zero_start = std::max(zero_start, t.zero_start);
+      }
     }
     // A tensor with no non-zero value at all is a layer that passes nothing on: critical.
-    const severity level = worst >= 1.0 ? severity::critical : severity::warning;
-    where_.clear();
-    for (const auto& a : o.now.activations) {
-      const double z = a.stats.count ? static_cast<double>(a.stats.zeros) / static_cast<double>(a.stats.count) : 0.0;
-      if (z > c_.max_zero_fraction) where_.emplace_back("act/" + std::string(o.names[a.id]), z);
-    }
+    const severity level = all_zero ? severity::critical : severity::warning;
     // Delivered again when a second layer dies or one goes from 99% to 100% zeros.
-    if (!episode_.report(true, level, where_)) return;
+    if (!episode_.report(!where_.empty(), level, where_)) return;
     finding f = make_finding(question::convergence, symptoms::dead_activations, level, o.now.step, name(), {{"max_zero_fraction", worst}});
+    f.first_step = all_zero ? std::max(start, zero_start) : start;
     f.where = where_;
     std::sort(f.where.begin(), f.where.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     out.push_back(std::move(f));
   }
 
  private:
+  struct streak {
+    std::size_t over = 0, zero = 0;  // observations in a row over the line / entirely zero
+    std::int64_t start = -1, zero_start = -1;
+  };
   config c_;
   episode episode_;
+  std::vector<streak> streaks_;  // by name id
   std::vector<std::pair<std::string, double>> where_;
 };
 
@@ -1263,6 +1327,17 @@ class probabilities_as_logits {
 /// non-zero losses (a mask that drops every target, an empty batch; a float cross-entropy or
 /// MSE of real data is never exactly 0). Warnings; evidence a short log shows on its face
 /// (seven epoch lines suffice). A run that converges to a flat loss later is plateau's case.
+///
+/// Where gradients and parameter updates are recorded, "not trained at all" is checked
+/// against them: if, in one of those steps, a tensor had a non-zero gradient and a non-zero
+/// update, the loss depends on the parameters and the optimizer moves them; the loss is only
+/// insensitive to the first moves. That is info, with the largest update-to-parameter ratio
+/// seen. The zoo's round 5: word2vec's zero-initialized output vectors keep the loss at 6 ln 2
+/// to six digits for five steps while they move by their whole norm (13 of 27 runs), and a
+/// SimCLR encoder at its collapsed start keeps NT-Xent at ln 63 while a warm-up moves it by
+/// 4e-5 to 2e-4 of its norm. Each cause named above leaves the gradient zero (a detached
+/// graph, a constant) or the update zero (no step, no learning rate, the wrong parameters
+/// given to the optimizer); weight decay alone moves a tensor whose gradient is zero.
 class constant_loss {
  public:
   struct config {
@@ -1283,14 +1358,19 @@ class constant_loss {
   static constexpr detector_info about{"constant_loss", question::convergence, {symptoms::loss_constant_from_start, symptoms::loss_exactly_zero}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
+    if (seen_ < c_.steps) moved_ = std::max(moved_, largest_update_ratio(o.now));
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
     const double loss = o.now.loss;
     if (seen_ == 0) first_ = loss;
     if (seen_ < c_.steps) {
       same_ = same_ && std::fabs(loss - first_) <= c_.tolerance * std::fabs(first_);
       if (++seen_ == c_.steps && same_) {
-        out.push_back(make_finding(question::convergence, symptoms::loss_constant_from_start, severity::warning, o.now.step,
-                                   name(), {{"loss", loss}, {"first_loss", first_}, {"steps", static_cast<double>(c_.steps)}}));
+        const bool trained = moved_ > 0.0;
+        finding f = make_finding(question::convergence, symptoms::loss_constant_from_start,
+                                 trained ? severity::info : severity::warning, o.now.step, name(),
+                                 {{"loss", loss}, {"first_loss", first_}, {"steps", static_cast<double>(c_.steps)}});
+        if (moved_ >= 0.0) f.evidence.emplace_back("largest_update_ratio", moved_);
+        out.push_back(std::move(f));
       }
     }
     if (zero_.rise(loss == 0.0 && nonzero_)) {
@@ -1304,9 +1384,26 @@ class constant_loss {
   }
 
  private:
+  /// The largest update-to-parameter norm ratio of the step over the tensors whose gradient
+  /// was non-zero (a tensor that moved from 0: +inf); -1 when no such tensor recorded both.
+  [[nodiscard]] static double largest_update_ratio(const snapshot& s) {
+    double r = -1.0;
+    for (const auto& u : s.updates) {
+      const auto id = [&](const auto& q) { return q.id == u.id; };
+      const auto g = std::find_if(s.gradients.begin(), s.gradients.end(), id);
+      const auto p = std::find_if(s.parameters.begin(), s.parameters.end(), id);
+      if (g == s.gradients.end() || p == s.parameters.end() || !(g->stats.l2_norm() > 0.0)) continue;
+      const double un = u.stats.l2_norm(), pn = p->stats.l2_norm();
+      if (!std::isfinite(un) || !std::isfinite(pn)) continue;
+      r = std::max(r, pn > 0.0 ? un / pn : un > 0.0 ? std::numeric_limits<double>::infinity() : 0.0);
+    }
+    return r;
+  }
+
   config c_;
   std::size_t seen_ = 0;
   double first_ = 0.0, last_nonzero_ = 0.0;
+  double moved_ = -1.0;  // the largest update ratio of a tensor its gradient reached, over the first `steps` steps; -1: none
   bool same_ = true, nonzero_ = false;
   edge zero_;
 };
