@@ -261,7 +261,9 @@ class exploding_gradients {
       const bool clipped = c_.clip_norm > 0.0 && norm > c_.clip_norm;
       // A baseline of its first `settle` norms is still forming: only decisive evidence decides.
       const bool settled = baseline_.size() >= c_.settle;
-      const bool decided = (ratio >= c_.critical_ratio && !clipped) || !seen_loss_ || loss_bad || loss_decisive ||
+      // A critical jump decides alone unless the loss made progress since the jump began: an
+      // encoder leaving a collapsed start grows its norm 1000x in 8 steps as its loss falls.
+      const bool decided = (ratio >= c_.critical_ratio && !clipped && !fell) || !seen_loss_ || loss_bad || loss_decisive ||
                            (settled && loss_up_run_ >= c_.loss_up_steps) ||
                            (settled && jump_steps_ >= c_.sustain && !fell);
       if (decided) {
@@ -284,7 +286,10 @@ class exploding_gradients {
         out.push_back(std::move(f));
         baseline_.clear();
         jitter_.clear();
-        for (std::size_t i = 0; i < recent_.size(); ++i) push_baseline(recent_[i]);
+        // From the norms of the new regime only (the jump's steps, at most `growth_window`): a
+        // baseline of fewer than `settle` forms again, as at the start.
+        const std::size_t from = recent_.size() - std::min(recent_.size(), jump_steps_);
+        for (std::size_t i = from; i < recent_.size(); ++i) push_baseline(recent_[i]);
         jump_start_ = -1;
       } else if (jump_steps_ == 1) {
         finding f = make(o, severity::info, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio}});
@@ -315,7 +320,7 @@ class exploding_gradients {
   [[nodiscard]] bool progressed(double before, double now) const {
     if (!(now < before)) return false;
     if (now < (1.0 - c_.rebase_improvement) * before) return true;
-    if (loss_steps_.size() < 10 || !(c_.progress_z > 0.0)) return false;
+    if (loss_steps_.size() < 5 || !(c_.progress_z > 0.0)) return false;
     return before - now >= c_.progress_z * loss_steps_.mad() / std::sqrt(2.0);
   }
 
