@@ -5,7 +5,8 @@
 /// classifier, windows of several license texts labelled by file (package base-files); for
 /// round 3's tabular family, three UCI tables from python3-sklearn, for round 4's
 /// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh),
-/// and for round 5's skip-gram family the words of the license texts (base-files).
+/// for round 5's skip-gram family the words of the license texts (base-files), and for round
+/// 6's lora family Fashion-MNIST split by class.
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -60,6 +61,9 @@ struct word_pairs {
 
 struct data {
   std::optional<table> digits, fashion;
+  /// Round 6's lora: Fashion-MNIST's classes 0-4 (the base's pre-training) and 5-9 (the
+  /// fine-tuning), each relabelled from 0 (class_range).
+  std::optional<table> fashion_first5, fashion_last5;
   std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
   std::optional<uci_table> diabetes;  ///< regression: float targets [n, 1], `classes` 0
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
@@ -291,6 +295,23 @@ inline table load_fashion() {
   return t;
 }
 
+/// A table's rows of classes [lo, hi), relabelled 0 .. hi - lo - 1, training and validation
+/// alike: round 6's lora pre-trains on Fashion-MNIST's classes 0-4 and fine-tunes on 5-9.
+inline table class_range(const table& t, std::int64_t lo, std::int64_t hi) {
+  auto pick = [&](const torch::Tensor& x, const torch::Tensor& y, torch::Tensor& xo, torch::Tensor& yo) {
+    auto idx = ((y >= lo) & (y < hi)).nonzero().squeeze(1);
+    xo = x.index_select(0, idx);
+    yo = y.index_select(0, idx) - lo;
+  };
+  table out;
+  pick(t.x_train, t.y_train, out.x_train, out.y_train);
+  pick(t.x_val, t.y_val, out.x_val, out.y_val);
+  out.classes = hi - lo;
+  out.side = t.side;
+  out.source = t.source + ", classes " + std::to_string(lo) + "-" + std::to_string(hi - 1);
+  return out;
+}
+
 /// A license text: the first 90% for training, the rest for validation.
 inline text load_text(const std::string& path) {
   text t;
@@ -480,6 +501,10 @@ inline data load_all(const std::string& digits_csv) {
   };
   attempt([&] { d.digits = load_digits(digits_csv); }, "digits");
   attempt([&] { d.fashion = load_fashion(); }, "Fashion-MNIST (apt-get install dataset-fashion-mnist)");
+  if (d.fashion) {
+    d.fashion_first5 = class_range(*d.fashion, 0, 5);
+    d.fashion_last5 = class_range(*d.fashion, 5, 10);
+  }
   attempt([&] { d.gpl = load_text("/usr/share/common-licenses/GPL-3"); }, "GPL-3 text");
   attempt([&] { d.apache = load_text("/usr/share/common-licenses/Apache-2.0"); }, "Apache-2.0 text");
   attempt([&] { d.licenses = load_licenses(); }, "text_cnn");

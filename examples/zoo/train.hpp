@@ -9,6 +9,7 @@
 #include "families_round3.hpp"
 #include "families_round4.hpp"
 #include "families_round5.hpp"
+#include "families_round6.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -111,6 +113,15 @@ struct setup {
   /// in-batch negatives (contrastive; validation in micro-batches, as the loss depends on the
   /// batch) and skip-gram negative sampling. The output is named "logits" as a classifier's.
   bool nt_xent = false, sgns = false;
+  /// Round 6: the run's setup before its monitored loop, never monitored (the LoRA base's
+  /// pre-training, the distillation teacher's training); called by train() outside the lock
+  /// that guards initialization, with generators of its own.
+  std::function<void()> prepare;
+  /// Round 6: knowledge distillation from `teacher` (a second model, trained by `prepare`, not
+  /// observed and not optimized) at temperature `kd_temperature`, soft-target weight
+  /// `kd_alpha`, label smoothing `label_smoothing` (see distill_loss).
+  std::shared_ptr<net> teacher;
+  double kd_temperature = 1.0, kd_alpha = 0.0, label_smoothing = 0.0;
   std::string why_not;
 };
 
@@ -290,6 +301,65 @@ inline setup build(const run_spec& s, const data& d) {
     u.model = std::make_shared<skipgram_net>(d.words->vocab, dim, d.words->counts, 5, s.seed * 104729 + 11);
     u.classes = 0;
     u.sgns = true;
+  } else if (s.family == "lora") {
+    // fashion-<mlp|rows>-r<rank>-<all|newhead|qv>: alpha = 2 x rank. The base is pre-trained on
+    // classes 0-4 (prepare: Adam 1e-3, 300 steps of 64, its own generator), then frozen; the
+    // monitored run fine-tunes on classes 5-9. The monitor sees the whole module, frozen base
+    // weights included, as a user who hands it the model (observe_module, mldiag's
+    // module_observer) does: their updates are exactly 0 and they have no gradient, every step;
+    // a user who registered only the trainable parameters would hide that, and the detectors
+    // must cope with the common case.
+    if (!d.fashion_first5 || !d.fashion_last5) {
+      u.why_not = "Fashion-MNIST is missing (apt-get install dataset-fashion-mnist)";
+      return u;
+    }
+    const bool rows = s.variant.find("-rows-") != std::string::npos;
+    const std::int64_t rank = s.variant.find("-r8-") != std::string::npos ? 8 : 4;
+    const bool new_head = s.variant.find("-all") == std::string::npos;
+    auto m = std::make_shared<lora_net>(rows, rank, 2.0 * static_cast<double>(rank), new_head, 5);
+    u.model = m;
+    u.tab = &*d.fashion_last5;
+    u.classes = 5;
+    if (rows) u.clip = 1.0;  // as transformers are trained
+    const auto* base_task = &*d.fashion_first5;
+    const auto seed = s.seed * 104729 + 13;
+    u.prepare = [m, base_task, seed] {
+      fit_unmonitored(*m, m->base_parameters(), *base_task, 300, 64, 1e-3, seed);
+      m->start_fine_tuning();
+    };
+  } else if (s.family == "fixup") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<rezero|fixup|zerolast>-<blocks>x<channels>.
+    const auto kind = s.variant.find("-rezero-") != std::string::npos  ? zero_branch::rezero
+                      : s.variant.find("-fixup-") != std::string::npos ? zero_branch::fixup
+                                                                        : zero_branch::zero_last;
+    const auto last = s.variant.rfind('-'), x = s.variant.rfind('x');
+    const auto blocks = std::stoll(s.variant.substr(last + 1, x - last - 1));
+    const auto channels = std::stoll(s.variant.substr(x + 1));
+    u.model = std::make_shared<zero_resnet_net>(u.tab->side, kind, blocks, channels, 10);
+    u.classes = 10;
+  } else if (s.family == "distill") {
+    if (!need_table()) return u;
+    // <fashion|digits>-<mlp<hidden>|cnn>-t<T>-a<alpha>-ls<smoothing>. The teacher is built here
+    // (its initialization under train()'s lock) and trained by prepare on the whole training
+    // table (Adam 1e-3, 500 steps of 64, its own generator); the monitor observes the student.
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const auto hidden = cnn ? 32 : std::stoll(s.variant.substr(s.variant.find("-mlp") + 4));
+    u.model = std::make_shared<student_net>(u.tab->side, cnn, hidden, 10);
+    u.classes = 10;
+    u.kd_temperature = std::stod(s.variant.substr(s.variant.find("-t") + 2));
+    u.kd_alpha = std::stod(s.variant.substr(s.variant.find("-a") + 2));
+    u.label_smoothing = std::stod(s.variant.substr(s.variant.find("-ls") + 3));
+    const auto widths = fashion ? std::vector<std::int64_t>{256, 128} : std::vector<std::int64_t>{256, 256};
+    auto teacher = std::make_shared<mlp_net>(in, widths, 10);
+    u.teacher = teacher;
+    const auto* t = u.tab;
+    const auto seed = s.seed * 104729 + 17;
+    u.prepare = [teacher, t, seed] {
+      fit_unmonitored(*teacher, teacher->parameters(), *t, 500, 64, 1e-3, seed);
+      for (auto& p : teacher->parameters()) p.requires_grad_(false);
+      teacher->eval();
+    };
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -371,6 +441,7 @@ inline result train(const run_spec& s, const data& d) {
     res.skipped = u.why_not;
     return res;
   }
+  if (u.prepare) u.prepare();
   auto& model = *u.model;
   const fault f = s.planted;
   const bool tokens = takes_tokens(s.family);  // token ids: never scaled
@@ -388,9 +459,11 @@ inline result train(const run_spec& s, const data& d) {
       if (p.dim() >= 2) p.mul_(10.0);
   }
 
+  // The trainable parameters, as a user filters them (round 6's LoRA base is frozen).
   std::vector<torch::Tensor> params;
   for (const auto& p : model.named_parameters())
-    if (!(f == fault::frozen_embedding && p.key() == "embed.weight")) params.push_back(p.value());
+    if (p.value().requires_grad() && !(f == fault::frozen_embedding && p.key() == "embed.weight"))
+      params.push_back(p.value());
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
   mldiag::monitor mon({.classes = static_cast<double>(u.classes)});
@@ -437,6 +510,15 @@ inline result train(const run_spec& s, const data& d) {
     if (mse) return torch::mse_loss(out, x);
     if (f == fault::wrong_loss_mse_on_logits)
       return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
+    if (u.teacher) {
+      torch::Tensor teacher_logits;
+      {
+        torch::NoGradGuard no_grad;
+        taps unused;  // the teacher's activations: not observed, and forward_inf is not planted there
+        teacher_logits = u.teacher->forward(x, unused);
+      }
+      return distill_loss(out, teacher_logits, y, u.kd_temperature, u.kd_alpha, u.label_smoothing);
+    }
     return torch::nn::functional::cross_entropy(out.reshape({-1, u.classes}), y.reshape({-1}));
   };
   const std::int64_t val_every = s.steps >= 1000 ? 100 : 50;
