@@ -144,7 +144,11 @@ class non_finite {
 /// whose floor is far above 0 (NT-Xent, negative sampling) or that leaves a plateau slowly
 /// makes progress that a 10% line never sees. **The first `settle` (5) norms** form the
 /// baseline whatever their size, and a jump among them is decided only by decisive evidence
-/// (`critical_ratio`, a non-finite or decisive loss, no loss at all): at step 0 a layer that
+/// (`critical_ratio`, a non-finite or decisive loss, no loss at all) within a step of it;
+/// otherwise its norms join the baseline. A critical jump decides alone only where the loss
+/// made no progress since the jump began, and a new regime's baseline forms again from the
+/// jump's own norms (a SimCLR encoder leaving its collapsed start grows its norm 1000x in 8
+/// steps while its loss falls 4.14 -> 3.68). At step 0 a layer that
 /// starts at zero leaves the gradient of what feeds it zero (word2vec's first norm was a tenth
 /// of its next), and a baseline of one step is no baseline.
 ///
@@ -275,9 +279,15 @@ class exploding_gradients {
         out.push_back(std::move(f));
         return;  // the baseline keeps the norms before the jump
       }
-      if (!settled) {  // part of the forming baseline (a zero-initialized layer's first steps)
-        jump_start_ = -1;
-        push_baseline(norm);
+      if (!settled) {
+        // A forming baseline waits one step for the loss to answer (the 104B's loss rose the
+        // step after its norm did); a jump it did not answer becomes part of the baseline (a
+        // zero-initialized layer's first steps).
+        if (jump_steps_ >= 2) {
+          for (std::size_t i = recent_.size() - std::min(recent_.size(), jump_steps_); i < recent_.size(); ++i)
+            push_baseline(recent_[i]);
+          jump_start_ = -1;
+        }
       } else if (fell) {  // a new regime: the baseline restarts from it
         finding f = make(o, severity::info, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
                                              {"loss_at_jump", jump_loss_}, {"loss_now", loss_now}});
