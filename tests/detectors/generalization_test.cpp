@@ -631,7 +631,7 @@ TEST_CASE("non-finite inputs are the origin: the data, before any layer") {
 // case is recorded from a healthy zoo run (or written from its numbers), and each has a twin
 // that shows the old rule on the same numbers, so that the test can fail.
 
-TEST_CASE("dead_activations: a layer that starts at zero and comes alive is not dead; one that stays dead is") {
+TEST_CASE("dead_activations: a layer that starts at zero and comes alive is not dead, one that stays dead is") {
   // word2vec's output vectors start at 0: its scores are all zero at step 0, 36% zero at
   // step 1 (the zoo's skip-gram runs). A ReLU whose bias is pushed to -50 stays at 100%.
   std::vector<float> scores0(640, 0.0f), scores1(640, 0.0f), live(640, 0.5f), dead(640, 0.0f);
@@ -653,8 +653,13 @@ TEST_CASE("dead_activations: a layer that starts at zero and comes alive is not 
   REQUIRE(f.size() == 1);
   CHECK(f[0].severity == severity::critical);
   CHECK(f[0].first_step == 20);
-  CHECK(f[0].last_step == 21);  // the second observation in a row decides
+  CHECK(f[0].last_step == 20);  // alive before: no wait
   CHECK(f[0].where.front().first == "act/mlp.relu");
+  // Dead from its first observation on: never seen alive, so the second observation decides.
+  const auto born_dead = deliver({}, 0);
+  REQUIRE(born_dead.size() == 1);
+  CHECK(born_dead[0].first_step == 0);
+  CHECK(born_dead[0].last_step == 1);
   // The twin: a streak of one observation calls the zero-initialized layer dead at step 0.
   mldiag::detectors::dead_activations::config one;
   one.patience = 1;

@@ -179,6 +179,7 @@ class exploding_gradients {
     double decisive_rise = 0.25;
     double decisive_mads = 10.0;  // loss_spike's min_mads: one observation out of the batch noise
     double progress_z = 3.0;
+    double progress_min = 1e-3;
     std::size_t settle = 5;
     double clip_norm = 0.0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
@@ -199,6 +200,7 @@ class exploding_gradients {
           field<config>{"decisive_rise", &config::decisive_rise},
           field<config>{"decisive_mads", &config::decisive_mads},
           field<config>{"progress_z", &config::progress_z},
+          field<config>{"progress_min", &config::progress_min},
           field<config>{"settle", &config::settle},
           field<config>{"clip_norm", &config::clip_norm}};
     }
@@ -323,7 +325,8 @@ class exploding_gradients {
   /// it fell by `rebase_improvement` of itself, or by `progress_z` times the batch noise — the
   /// robust spread of the last 50 losses' step-to-step changes over sqrt 2, which a trend
   /// does not inflate. A difference of two means of 10 has 0.45 of that spread, so 3 is 6.7
-  /// standard errors. The second line is for losses with a floor far above 0 and for a
+  /// standard errors, and at least `progress_min` (0.1%) of itself (a loss repeating a few
+  /// values has a robust spread of 0). The second line is for losses with a floor far above 0 and for a
   /// plateau left slowly: the zoo's word2vec runs fall 4.1589 -> 4.1229 (0.9%) while their
   /// zero-initialized output vectors grow the gradient 16x, with batch noise of 1e-5; an
   /// NT-Xent loss falls a few percent while the encoder leaves its collapsed start.
@@ -331,7 +334,7 @@ class exploding_gradients {
     if (!(now < before)) return false;
     if (now < (1.0 - c_.rebase_improvement) * before) return true;
     if (loss_steps_.size() < 5 || !(c_.progress_z > 0.0)) return false;
-    return before - now >= c_.progress_z * loss_steps_.mad() / std::sqrt(2.0);
+    return before - now >= std::max(c_.progress_z * loss_steps_.mad() / std::sqrt(2.0), c_.progress_min * before);
   }
 
   void growth(const observation& o, double loss_now, std::vector<finding>& out) {
@@ -1011,16 +1014,16 @@ class oscillation {
 };
 
 /// Q1: dead activations — an activation tensor whose fraction of exact zeros exceeds
-/// `max_zero_fraction` (default 0.99: dead ReLUs) on `patience` (2) of its observations in a
-/// row. Not lower: healthy ReLU feed-forward layers of transformers are sparse — about 97%
+/// `max_zero_fraction` (default 0.99: dead ReLUs): at once where the tensor was seen alive
+/// before, and on `patience` (2) observations in a row where it never was. Not lower: healthy ReLU feed-forward layers of transformers are sparse — about 97%
 /// zeros in trained T5 ("The Lazy Neuron Phenomenon", Li et al. 2022), and 95-97% in the
 /// examples' transformer after 200 steps while it was being calibrated (AdamW 3e-3). Critical
-/// when a tensor is entirely zero (nothing passes through it) on `patience` observations in a
-/// row. Reports onsets; `first_step` is where the streak began; the location ranks the
+/// when a tensor is entirely zero (nothing passes through it), on as many observations. Reports onsets; `first_step` is where the streak began; the location ranks the
 /// tensors by zero fraction.
 ///
-/// Why a streak: a dead layer stays dead, because no gradient reaches what feeds it; a layer
-/// that starts at zero comes alive with the first update. word2vec's zero-initialized output
+/// Why a streak for a tensor never seen alive: a dead layer stays dead, because no gradient
+/// reaches what feeds it; a layer that starts at zero comes alive with the first update. A
+/// tensor that was alive and is now over the line has died: no wait. word2vec's zero-initialized output
 /// vectors give scores that are all zero at step 0 and 36% zero at step 1 (the zoo's round 5:
 /// a critical finding in 27 of 27 healthy runs with a streak of 1); so do LoRA's B = 0,
 /// zero-initialized residual branches (Fixup, SkipInit) and zero BatchNorm gammas.
@@ -1053,21 +1056,23 @@ class dead_activations {
       if (a.stats.count == 0) continue;
       const double z = static_cast<double>(a.stats.zeros) / static_cast<double>(a.stats.count);
       streak& t = streaks_[a.id];
+      const std::size_t needed = t.alive ? 1 : c_.patience;
       if (z > c_.max_zero_fraction) {
         if (t.over++ == 0) t.start = o.now.step;
       } else {
         t.over = 0;
+        t.alive = true;
       }
       if (z >= 1.0) {
         if (t.zero++ == 0) t.zero_start = o.now.step;
       } else {
         t.zero = 0;
       }
-      if (t.over < c_.patience) continue;
+      if (t.over < needed) continue;
       where_.emplace_back("act/" + std::string(o.names[a.id]), z);
       worst = std::max(worst, z);
       start = std::max(start, t.start);
-      if (t.zero >= c_.patience) {
+      if (t.zero >= needed) {
         all_zero = true;
         zero_start = std::max(zero_start, t.zero_start);
       }
@@ -1087,6 +1092,7 @@ class dead_activations {
   struct streak {
     std::size_t over = 0, zero = 0;  // observations in a row over the line / entirely zero
     std::int64_t start = -1, zero_start = -1;
+    bool alive = false;  // seen under the line once
   };
   config c_;
   episode episode_;
