@@ -102,6 +102,9 @@ struct setup {
   bool elbo = false;  ///< the VAE's negative ELBO (Bernoulli decoder), in nats per input value
   std::int64_t context = 32;
   double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
+  /// The monitored run fine-tunes a checkpoint, and says so (monitor_config::from_checkpoint), as
+  /// a user who loads one knows.
+  bool from_checkpoint = false;
   double sgd_weight_decay = 0.0;
   /// inputs_not_normalized is planted in the data (the tabular and regression families' raw
   /// features), not by scaling the inputs x255.
@@ -320,6 +323,7 @@ inline setup build(const run_spec& s, const data& d) {
     u.model = m;
     u.tab = &*d.fashion_last5;
     u.classes = 5;
+    u.from_checkpoint = true;
     if (rows) u.clip = 1.0;  // as transformers are trained
     const auto* base_task = &*d.fashion_first5;
     const auto seed = s.seed * 104729 + 13;
@@ -466,7 +470,7 @@ inline result train(const run_spec& s, const data& d) {
       params.push_back(p.value());
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
-  mldiag::monitor mon({.classes = static_cast<double>(u.classes)});
+  mldiag::monitor mon({.classes = static_cast<double>(u.classes), .from_checkpoint = u.from_checkpoint});
   {
     mldiag::training_config c{.learning_rate = s.lr};
     if (u.classes > 0) c.classes = static_cast<double>(u.classes);

@@ -45,6 +45,13 @@ struct monitor_config {
   /// Number of classes of a cross-entropy task (enables the initial-loss and chance-level
   /// checks, unless an entry gives them its own `classes`); 0 = unknown.
   double classes = 0;
+  /// The run starts from trained weights (fine-tuning a checkpoint, a resumed run): its first
+  /// loss is not a uniform guess's, so the default set leaves out initial_loss and the phase-1
+  /// summary does not judge the first loss against ln(classes). A fine-tuned head answering
+  /// its old classes starts above ln C (the zoo's LoRA runs: 2.2-3.7 against ln 5 = 1.61), a
+  /// resumed run far below it. chance_level stays: a loss still at ln C after training is as
+  /// wrong from a checkpoint as from scratch. An `initial_loss` entry in `detectors` is kept.
+  bool from_checkpoint = false;
   std::vector<detector_entry> detectors = {};
 };
 
@@ -262,7 +269,8 @@ class monitor {
 MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)), recorder_(config_.history) {
   std::vector<detector_entry> entries = config_.detectors;
   if (entries.empty())
-    for (auto n : detectors::default_detector_names()) entries.emplace_back(std::string(n));
+    for (auto n : detectors::default_detector_names())
+      if (!(config_.from_checkpoint && n == "initial_loss")) entries.emplace_back(std::string(n));
   for (auto& e : entries) {
     // The detectors that take the number of classes get it, unless the entry set its own.
     if (config_.classes > 1 && detectors::has_parameter(e.name, "classes")) e.parameters.try_emplace("classes", config_.classes);
@@ -341,7 +349,7 @@ MLDIAG_COMPILED_INLINE protocol::evidence_phase monitor::take_diagnosis(std::siz
 }
 
 MLDIAG_COMPILED_INLINE protocol::evidence_summary monitor::baseline() const {
-  return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.classes));
+  return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.from_checkpoint ? 0.0 : config_.classes));
 }
 
 MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step) {

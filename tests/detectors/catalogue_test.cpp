@@ -340,8 +340,9 @@ TEST_CASE("vanishing_gradients fires on tiny gradients and on a first-to-last la
   std::vector<float> tiny(64, 1e-6f), normal(64, 1e-2f);
   const auto g = run(layers, 100, [&](int step, mldiag::recorder& r, double&, double&) {
     r.record(mldiag::role::gradient, "embed", step >= 30 ? tiny : normal);  // first in layer order
+    r.record(mldiag::role::gradient, "embed.scale", step >= 30 ? tiny : normal);
   });
-  // "embed" is recorded before "layers.0.w" each step, so it is the first layer.
+  // "embed" and "embed.scale" are recorded before "layers.0.w" each step: the first layer.
   REQUIRE(g.size() == 1);
   CHECK(g.front().first_step == 30);
   CHECK(g.front().where.front().first == "grad/embed");

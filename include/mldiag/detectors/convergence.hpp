@@ -135,8 +135,9 @@ class non_finite {
 /// - a **growth**: the median of the last `growth_window` (10) norms at `warn_ratio` times an
 ///   anchor while the loss has not improved since that anchor: a slow explosion whose median
 ///   grows along with it (gradients never zeroed: 40x in 100 steps). The anchor is the median
-///   of the last `growth_window` norms when the loss (mean of its last 10) last made progress,
-///   so progress moves it. The growth must hold for `growth_sustain` (5) steps in a row: a
+///   of the baseline's norms (the last `window` outside jumps; the last `growth_window` while
+///   fewer are known) when the loss (mean of its last 10) last made progress, so progress moves
+///   it. The growth must hold for `growth_sustain` (5) steps in a row: a
 ///   burst of hard batches lifts a median of 10 for two or three.
 ///
 /// **Progress** (for both rules) is a fall of the loss's mean of 10 by `rebase_improvement`
@@ -341,7 +342,12 @@ class exploding_gradients {
     // The anchor moves whenever the loss has made progress; without a loss there is no growth rule.
     if (!std::isfinite(loss_now)) return;
     if (!(anchor_ > 0.0) || progressed(anchor_loss_, loss_now)) {
-      anchor_ = recent_.median();
+      // The median of the baseline's norms (up to `window`), not of the last growth_window:
+      // progress is declared when a stretch of easy batches brings the loss's mean down, and
+      // easy batches have small gradients, so the last ten norms at that moment sit low by
+      // selection (batch-8 runs: an anchor of 0.05 where the norms' median was 0.4, then
+      // "grown" 15x at a few hard batches; the zoo's round 6).
+      anchor_ = baseline_.size() >= recent_.capacity() ? baseline_.median() : recent_.median();
       anchor_loss_ = loss_now;
       anchor_step_ = o.now.step;
     }
@@ -799,20 +805,28 @@ class chance_level {
 };
 
 /// Q1: vanishing gradients — the RMS of all gradient elements below `min_rms` (default 1e-9),
-/// or the first recorded (input-side) gradient's RMS below `layer_ratio` (default 1e-3) times
-/// the last one's, for `sustain` steps in a row. Recording order is taken as layer order.
+/// or the input side's gradient RMS below `layer_ratio` (default 1e-3) times the last recorded
+/// gradient's, for `sustain` steps in a row. Recording order is taken as layer order, and the
+/// input side is the first layer: the largest RMS among the first `input_tensors` (2) recorded
+/// gradients, a weight and its bias, or LoRA's A and B. A gradient that vanishes through depth
+/// leaves both small; one tensor whose gradient passes through a factor that starts at zero
+/// has none while its partner's is normal (PEFT initializes lora_B to 0, so lora_A's gradient
+/// B^T delta is exactly 0 at first and tiny for tens of steps: the zoo's round 6, 5 of 27
+/// healthy LoRA runs at first-to-last ratios of 6e-5..6e-4 with one tensor).
 class vanishing_gradients {
  public:
   struct config {
     double min_rms = 1e-9;
     double layer_ratio = 1e-3;
     std::size_t sustain = 5;
+    std::size_t input_tensors = 2;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"min_rms", &config::min_rms},
           field<config>{"layer_ratio", &config::layer_ratio},
-          field<config>{"sustain", &config::sustain}};
+          field<config>{"sustain", &config::sustain},
+          field<config>{"input_tensors", &config::input_tensors}};
     }
   };
   vanishing_gradients() : vanishing_gradients(config{}) {}
@@ -832,7 +846,12 @@ class vanishing_gradients {
       return;
     }
     const double rms = all.rms();
-    const double first = g.front().stats.rms(), last = g.back().stats.rms();
+    // The input side: the first layer's largest gradient (see the class comment). The last
+    // tensor stays the output side's, even where fewer than input_tensors + 1 are recorded.
+    const std::size_t input_side = std::min(std::max<std::size_t>(c_.input_tensors, 1), std::max<std::size_t>(g.size() - 1, 1));
+    double first = 0.0;
+    for (std::size_t i = 0; i < input_side; ++i) first = std::max(first, g[i].stats.rms());
+    const double last = g.back().stats.rms();
     const double ratio = last > 0.0 ? first / last : 1.0;
     const bool vanishing = all.finite() > 0 && (rms < c_.min_rms || (g.size() > 1 && ratio < c_.layer_ratio));
     if (fired_.observe(vanishing, c_.sustain)) {
@@ -1227,6 +1246,15 @@ class frozen_parameters {
 /// elements — biases, norm gains — are skipped, because a bias that starts at zero has a
 /// ratio near 1 for its first steps and an output bias keeps a large one (the examples'
 /// healthy MLP runs: 0.1-0.25 on 10- and 64-element biases; docs/accuracy.md). Reports onsets.
+///
+/// Too small means the optimizer made the step small, not the gradient: where the step recorded
+/// gradients, a tensor counts only if no weight matrix moved at `min_ratio` (a learning rate too
+/// small for all), or if its step per unit of gradient, ||delta theta|| / ||g||, is below
+/// `rate_fraction` (0.1) times the median tensor's (a parameter group with its own tiny rate, a
+/// tensor left out of the optimizer). A tensor stepped at the others' rate whose gradient is
+/// tiny is a gradient matter: a residual branch behind a ReZero gate that starts at 0 gets
+/// gate x delta, so SGD moves it by 1e-8 of itself for its first steps (the zoo's round 6,
+/// 4 of 27 healthy Fixup/ReZero runs).
 class update_ratio {
  public:
   struct config {
@@ -1234,13 +1262,15 @@ class update_ratio {
     double max_ratio = 1.0;
     std::size_t sustain = 5;
     std::size_t min_elements = 256;
+    double rate_fraction = 0.1;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"min_ratio", &config::min_ratio},
           field<config>{"max_ratio", &config::max_ratio},
           field<config>{"sustain", &config::sustain},
-          field<config>{"min_elements", &config::min_elements}};
+          field<config>{"min_elements", &config::min_elements},
+          field<config>{"rate_fraction", &config::rate_fraction}};
     }
   };
   update_ratio() : update_ratio(config{}) {}
@@ -1252,13 +1282,33 @@ class update_ratio {
     double worst = 0.0, worst_ratio = 0.0;
     std::uint32_t worst_id = 0;
     bool any = false;
-    if (norms_.size() < o.names.size()) norms_.resize(o.names.size());  // new names only
+    if (norms_.size() < o.names.size()) {  // new names only
+      norms_.resize(o.names.size());
+      rates_.reserve(o.names.size());
+    }
     for (const auto& p : o.now.parameters) norms_[p.id] = p.stats.l2_norm();
     if (grads_.size() < o.names.size()) grads_.resize(o.names.size());
     // Where the step recorded gradients, a parameter without one got none (LibTorch leaves the
     // .grad() of an expert that no token reached undefined); where it recorded none, unknown.
     for (auto& g : grads_) g = o.now.gradients.empty() ? -1.0 : 0.0;
     for (const auto& g : o.now.gradients) grads_[g.id] = g.stats.l2_norm();
+    // The optimizer's step per unit of gradient, tensor by tensor, and its median; whether any
+    // weight matrix moved at min_ratio (see the class comment).
+    rates_.clear();
+    bool any_moved = false;
+    for (const auto& u : o.now.updates) {
+      const double norm = norms_[u.id];
+      if (u.stats.count < c_.min_elements || !(norm > 0.0)) continue;
+      const double step = u.stats.l2_norm();
+      any_moved = any_moved || step >= c_.min_ratio * norm;
+      if (grads_[u.id] > 0.0) rates_.push_back(step / grads_[u.id]);
+    }
+    double median_rate = -1.0;  // unknown
+    if (!rates_.empty()) {
+      const auto mid = rates_.begin() + static_cast<std::ptrdiff_t>(rates_.size() / 2);
+      std::nth_element(rates_.begin(), mid, rates_.end());
+      median_rate = *mid;
+    }
     for (const auto& u : o.now.updates) {
       if (u.stats.count < c_.min_elements) continue;
       {
@@ -1270,9 +1320,12 @@ class update_ratio {
         // BatchNorm) is not updated too little: it was not asked to move (45 false alarms on
         // the zoo's MoE experts).
         const bool reached = grads_[p.id] < 0.0 || grads_[p.id] > 1e-6 * norm;
+        // Stepped at the others' rate: its small step is its small gradient's.
+        const bool at_rate = any_moved && grads_[p.id] > 0.0 && median_rate > 0.0 &&
+                             u.stats.l2_norm() / grads_[p.id] >= c_.rate_fraction * median_rate;
         const double badness = r > c_.max_ratio ? r / c_.max_ratio
-                               : (r < c_.min_ratio && reached) ? c_.min_ratio / (r > 0 ? r : 1e-300)
-                                                                : 0.0;
+                               : (r < c_.min_ratio && reached && !at_rate) ? c_.min_ratio / (r > 0 ? r : 1e-300)
+                                                                           : 0.0;
         if (badness > worst) {
           worst = badness;
           worst_ratio = r;
@@ -1297,6 +1350,7 @@ class update_ratio {
   edge fired_;
   std::vector<double> norms_;  // last parameter norm by id
   std::vector<double> grads_;  // this step's gradient norm by id (-1: the step recorded no gradients)
+  std::vector<double> rates_;  // scratch: this step's ||update|| / ||gradient|| per weight matrix
 };
 
 

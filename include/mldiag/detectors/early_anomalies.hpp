@@ -33,7 +33,9 @@ namespace mldiag::detectors {
 /// 0.064 and MAD 0.064 reached 6 MADs twice in a row once in 5000 steps; 10 never did),
 /// while LLM spikes sit tens of MADs out. A single observation at `immediate_factor` (10, the
 /// method's table rule) times the median and `immediate_min_rise` (1 nat) above it is critical
-/// at once: evidence that needs no second look, which a short log may end on. (1 nat, not
+/// at once, where it is also `immediate_factor` times the window's largest loss and no
+/// excursion came within the window: evidence that needs no second look, which a short log
+/// may end on. (1 nat, not
 /// `min_rise`: a batch of 8 with one confidently wrong row on a nearly separable table goes
 /// 0.006 -> 0.6 and back on the next step, 10-100x, while LLM spikes rise by 1.6 nats and more;
 /// the zoo's small tables, 4 healthy runs.) Intermittent or consistent, as the method's
@@ -99,8 +101,18 @@ class loss_spike {
     }
     if (run_++ == 0) run_start_ = s.step;
     peak_ = run_ == 1 ? ratio : std::max(peak_, ratio);
-    const bool immediate = ratio >= c_.immediate_factor && s.loss - median >= c_.immediate_min_rise;
     const bool noisy = last_excursion_ > 0 && seen_ - last_excursion_ <= c_.window;
+    // One observation is unmistakable only at immediate_factor times anything the window holds
+    // too, and where the batches have not strayed: one confidently wrong row in a batch of 8
+    // lifts its mean by up to ~2 nats (0.14 -> 1.8, 13x the median, 2-4x the window's largest
+    // batch: the zoo's round 6, batch-8 runs of 1500-2000 steps), and then waits like any other.
+    const auto window_max = [&] {
+      double m = baseline_[0];
+      for (std::size_t i = 1; i < baseline_.size(); ++i) m = std::max(m, baseline_[i]);
+      return m;
+    };
+    const bool immediate = ratio >= c_.immediate_factor && s.loss - median >= c_.immediate_min_rise && !noisy &&
+                           s.loss >= c_.immediate_factor * window_max();
     if (run_ < (noisy ? std::max(c_.sustain, c_.noisy_sustain) : c_.sustain) && !immediate) return;
     reported_ = true;
     finding f;
