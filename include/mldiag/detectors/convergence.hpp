@@ -134,9 +134,9 @@ class non_finite {
 ///   (../shared/data/real-runs/README.md).
 /// - a **growth**: the median of the last `growth_window` (10) norms at `warn_ratio` times an
 ///   anchor while the loss has not improved since that anchor: a slow explosion whose median
-///   grows along with it (gradients never zeroed: 40x in 100 steps). The anchor is the median
-///   of the baseline's norms (the last `window` outside jumps; the last `growth_window` while
-///   fewer are known) when the loss (mean of its last 10) last made progress, so progress moves
+///   grows along with it (gradients never zeroed: 40x in 100 steps). The anchor is the larger
+///   of two medians, the last `growth_window` norms' and the baseline's (the last `window`
+///   outside jumps), when the loss (mean of its last 10) last made progress, so progress moves
 ///   it. The growth must hold for `growth_sustain` (5) steps in a row: a
 ///   burst of hard batches lifts a median of 10 for two or three.
 ///
@@ -342,12 +342,15 @@ class exploding_gradients {
     // The anchor moves whenever the loss has made progress; without a loss there is no growth rule.
     if (!std::isfinite(loss_now)) return;
     if (!(anchor_ > 0.0) || progressed(anchor_loss_, loss_now)) {
-      // The median of the baseline's norms (up to `window`), not of the last growth_window:
-      // progress is declared when a stretch of easy batches brings the loss's mean down, and
-      // easy batches have small gradients, so the last ten norms at that moment sit low by
-      // selection (batch-8 runs: an anchor of 0.05 where the norms' median was 0.4, then
-      // "grown" 15x at a few hard batches; the zoo's round 6).
-      anchor_ = baseline_.size() >= recent_.capacity() ? baseline_.median() : recent_.median();
+      // The larger of the last growth_window norms' median and the baseline's (up to
+      // `window`): progress is declared when a stretch of easy batches brings the loss's mean
+      // down, and easy batches have small gradients, so the last ten norms at that moment sit
+      // low by selection (batch-8 runs: an anchor of 0.05 where the norms' median was 0.4, then
+      // "grown" 15x at a few hard batches; the zoo's round 6); while norms already rise as a
+      // network leaves its plateau, the last ten are the level (a calibration MLP at SGD 0.2
+      // warned at its plateau exit with the baseline's median alone).
+      anchor_ = recent_.median();
+      if (baseline_.size() >= recent_.capacity()) anchor_ = std::max(anchor_, baseline_.median());
       anchor_loss_ = loss_now;
       anchor_step_ = o.now.step;
     }
