@@ -194,7 +194,7 @@ int main(int argc, char** argv) try {
   if (data.apache) std::printf("text: %s\n", data.apache->c.source.c_str());
   if (data.licenses) std::printf("license windows: %s\n", data.licenses->source.c_str());
   if (data.words) std::printf("license words: %s\n", data.words->source.c_str());
-  for (const auto* t : {&data.breast_cancer, &data.wine, &data.iris, &data.diabetes, &data.wine_flavanoids})
+  for (const auto* t : {&data.breast_cancer, &data.wine, &data.iris, &data.diabetes, &data.breast_cancer_smoothness})
     if (*t) std::printf("table: %s\n", (*t)->z.source.c_str());
   for (const auto& m : data.missing) std::printf("%s\n", m.c_str());
   const std::string cpu = cpu_model();

@@ -373,17 +373,18 @@ inline setup build(const run_spec& s, const data& d) {
       teacher->eval();
     };
   } else if (s.family == "hetero_nll") {
-    // <diabetes|wine-flavanoids>-mlp<widths>-<softplus|logvar|betanll<beta>>: ReLU layers, a
-    // mean head and a variance head (log-variance but for softplus), the Gaussian NLL.
-    const bool wine = s.variant.rfind("wine-flavanoids", 0) == 0;
-    const auto& t = wine ? d.wine_flavanoids : d.diabetes;
+    // <diabetes|breast-cancer-smoothness>-mlp<widths>-<softplus|logvar|betanll<beta>>: ReLU
+    // layers, a mean head and a variance head (log-variance but for softplus), the Gaussian NLL.
+    const bool bc = s.variant.rfind("breast-cancer-smoothness", 0) == 0;
+    const auto& t = bc ? d.breast_cancer_smoothness : d.diabetes;
     if (!t) {
-      u.why_not = std::string("third_party/data/") + (wine ? "wine_data.csv" : "diabetes_data.csv or diabetes_target.csv") +
+      u.why_not = std::string("third_party/data/") + (bc ? "breast_cancer.csv" : "diabetes_data.csv or diabetes_target.csv") +
                   " is missing (scripts/fetch-digits.sh)";
       return u;
     }
-    // Raw features as the file has them (wine: proline in the hundreds to 1680 beside hues
-    // near 1), the target standardized as in a healthy run, as in the regression family.
+    // Raw features as the file has them (breast cancer: areas in the hundreds to 4254 beside
+    // fractal dimensions near 0.06), the target standardized as in a healthy run, as in the
+    // regression family.
     u.raw_inputs = s.planted == fault::inputs_not_normalized;
     u.tab = u.raw_inputs ? &t->raw : &t->z;
     const auto head = s.variant.find("-softplus") != std::string::npos ? variance_head::softplus : variance_head::log_var;
