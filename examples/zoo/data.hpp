@@ -5,8 +5,9 @@
 /// classifier, windows of several license texts labelled by file (package base-files); for
 /// round 3's tabular family, three UCI tables from python3-sklearn, for round 4's
 /// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh),
-/// for round 5's skip-gram family the words of the license texts (base-files), and for round
-/// 6's lora family Fashion-MNIST split by class.
+/// for round 5's skip-gram family the words of the license texts (base-files), for round
+/// 6's lora family Fashion-MNIST split by class, and for round 7's hetero_nll family a
+/// regression on the breast cancer table (one of its columns from the others).
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -25,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>  // std::pair
 #include <vector>
 
 namespace zoo {
@@ -66,6 +68,9 @@ struct data {
   std::optional<table> fashion_first5, fashion_last5;
   std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
   std::optional<uci_table> diabetes;  ///< regression: float targets [n, 1], `classes` 0
+  /// Round 7's hetero_nll: the breast cancer table's mean smoothness (column 4) from its other
+  /// 29 columns (column_target).
+  std::optional<uci_table> breast_cancer_smoothness;
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
   std::optional<word_pairs> words;  ///< skipgram: (center, context) pairs of license words
   std::optional<text> gpl, apache;
@@ -246,6 +251,33 @@ inline uci_table load_diabetes(const std::string& data_path, const std::string& 
   src += std::to_string(f);
   src += " features, a standardized regression target)";
   u.z.source = u.raw.source = src;
+  return u;
+}
+
+/// A regression from a classification table's columns: column `column` of `t` (standardized
+/// with the training rows' mean and standard deviation, as `t.z` has it) as the target [n, 1],
+/// the other columns as the features (`z` standardized, `raw` as the file has them), the same
+/// rows in training and validation as `t`; the class labels are not used. Round 7's
+/// hetero_nll predicts the breast cancer table's mean smoothness from its 29 other
+/// measurements (a linear fit leaves ~12% of its variance, so a good fit's Gaussian NLL is
+/// below 0).
+inline uci_table column_target(const uci_table& t, std::int64_t column, const std::string& name) {
+  const auto f = t.z.x_train.size(1);
+  std::vector<std::int64_t> keep;
+  for (std::int64_t j = 0; j < f; ++j)
+    if (j != column) keep.push_back(j);
+  const auto others = torch::tensor(keep, torch::kLong);
+  uci_table u;
+  for (auto [from, to] : {std::pair{&t.z, &u.z}, std::pair{&t.raw, &u.raw}}) {
+    to->x_train = from->x_train.index_select(1, others);
+    to->x_val = from->x_val.index_select(1, others);
+    to->y_train = t.z.x_train.slice(1, column, column + 1).clone();
+    to->y_val = t.z.x_val.slice(1, column, column + 1).clone();
+    to->classes = 0;  // regression
+    to->side = 0;     // not images
+    to->source = t.z.source + ": " + name + " (column " + std::to_string(column) + ", standardized) from the other " +
+                 std::to_string(f - 1) + " features";
+  }
   return u;
 }
 
@@ -511,6 +543,7 @@ inline data load_all(const std::string& digits_csv) {
   attempt([&] { d.words = load_license_words(); }, "skipgram");
   const auto dir = digits_csv.substr(0, digits_csv.find_last_of('/') + 1);
   attempt([&] { d.breast_cancer = load_uci(dir + "breast_cancer.csv"); }, "tabular breast-cancer");
+  if (d.breast_cancer) d.breast_cancer_smoothness = column_target(*d.breast_cancer, 4, "mean smoothness");
   attempt([&] { d.wine = load_uci(dir + "wine_data.csv"); }, "tabular wine");
   attempt([&] { d.iris = load_uci(dir + "iris.csv"); }, "tabular iris");
   attempt([&] { d.diabetes = load_diabetes(dir + "diabetes_data.csv", dir + "diabetes_target.csv"); }, "regression");

@@ -10,6 +10,7 @@
 #include "families_round4.hpp"
 #include "families_round5.hpp"
 #include "families_round6.hpp"
+#include "families_round7.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -125,6 +126,17 @@ struct setup {
   /// `kd_alpha`, label smoothing `label_smoothing` (see distill_loss).
   std::shared_ptr<net> teacher;
   double kd_temperature = 1.0, kd_alpha = 0.0, label_smoothing = 0.0;
+  /// Round 7: a regression's loss of (output, targets) in place of MSE (hetero_nll's Gaussian
+  /// negative log-likelihood).
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> regression_loss;
+  /// Round 7: the steps of a loop that does more than forward, backward and step, as its user
+  /// writes them: `before_step` at the start of each step (qat: fake quantization switched on
+  /// after a float warm-up); `after_backward` once the step's gradients are in, before their
+  /// norm is taken and the optimizer steps (pruned: the pruned weights' gradients zeroed);
+  /// `after_update` after the optimizer step (or the AMP case's skipped one), before the monitor
+  /// reads the parameters (pruned: the schedule's new masks, and the masks applied).
+  std::function<void(std::int64_t)> before_step, after_update;
+  std::function<void()> after_backward;
   std::string why_not;
 };
 
@@ -364,6 +376,59 @@ inline setup build(const run_spec& s, const data& d) {
       for (auto& p : teacher->parameters()) p.requires_grad_(false);
       teacher->eval();
     };
+  } else if (s.family == "hetero_nll") {
+    // <diabetes|breast-cancer-smoothness>-mlp<widths>-<softplus|logvar|betanll<beta>>: ReLU
+    // layers, a mean head and a variance head (log-variance but for softplus), the Gaussian NLL.
+    const bool bc = s.variant.rfind("breast-cancer-smoothness", 0) == 0;
+    const auto& t = bc ? d.breast_cancer_smoothness : d.diabetes;
+    if (!t) {
+      u.why_not = std::string("third_party/data/") + (bc ? "breast_cancer.csv" : "diabetes_data.csv or diabetes_target.csv") +
+                  " is missing (scripts/fetch-digits.sh)";
+      return u;
+    }
+    // Raw features as the file has them (breast cancer: areas in the hundreds to 4254 beside
+    // fractal dimensions near 0.06), the target standardized as in a healthy run, as in the
+    // regression family.
+    u.raw_inputs = s.planted == fault::inputs_not_normalized;
+    u.tab = u.raw_inputs ? &t->raw : &t->z;
+    const auto head = s.variant.find("-softplus") != std::string::npos ? variance_head::softplus : variance_head::log_var;
+    const auto b = s.variant.find("-betanll");
+    const double beta = b == std::string::npos ? 0.0 : std::stod(s.variant.substr(b + 8));
+    u.model = std::make_shared<hetero_net>(u.tab->x_train.size(1), widths_after(s.variant, "-mlp"), head);
+    u.classes = 0;
+    u.regression = true;
+    u.regression_loss = [head, beta](const torch::Tensor& out, const torch::Tensor& y) {
+      return gaussian_nll(out, y, head, beta);
+    };
+  } else if (s.family == "pruned") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|lenet300|cnn>-s<final sparsity>: pruned from 20% to 70%
+    // of the run's steps (see magnitude_pruner).
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const auto widths = s.variant.find("-lenet300-") != std::string::npos ? std::vector<std::int64_t>{300, 100}
+                                                                           : widths_after(s.variant, "-mlp");
+    const double sparsity = std::stod(s.variant.substr(s.variant.rfind("-s") + 2));
+    auto m = std::make_shared<pruned_net>(u.tab->side, cnn, widths, 10, sparsity, s.steps);
+    u.model = m;
+    u.classes = 10;
+    u.after_backward = [m] { m->pruner->mask_gradients(); };
+    u.after_update = [m](std::int64_t step) { m->pruner->update(step); };
+  } else if (s.family == "qat") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn>-w<bits>a8[-delayed]: `-delayed` trains in float for
+    // the first quarter of the steps, then switches fake quantization (and its observers) on.
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const int bits = s.variant.find("-w4a8") != std::string::npos ? 4 : 8;
+    const bool delayed = s.variant.find("-delayed") != std::string::npos;
+    auto m = std::make_shared<qat_net>(u.tab->side, cnn, widths_after(s.variant, "-mlp"), 10, bits, !delayed);
+    u.model = m;
+    u.classes = 10;
+    if (delayed) {
+      const auto start = s.steps / 4;
+      u.before_step = [m, start](std::int64_t step) {
+        if (step == start) m->enable_fake_quant();
+      };
+    }
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -508,7 +573,7 @@ inline result train(const run_spec& s, const data& d) {
           out, x, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
       return (recon + t.kl) / static_cast<double>(x.numel());
     }
-    if (u.regression) return torch::mse_loss(out, y);
+    if (u.regression) return u.regression_loss ? u.regression_loss(out, y) : torch::mse_loss(out, y);
     if (u.nt_xent) return nt_xent_loss(out);
     if (u.sgns) return sgns_loss(out);
     if (mse) return torch::mse_loss(out, x);
@@ -536,6 +601,7 @@ inline result train(const run_spec& s, const data& d) {
     if (f == fault::lr_100x_midrun && active) lr *= 100.0;
     for (auto& g : opt->param_groups()) g.options().set_lr(lr);
     if (!(f == fault::no_zero_grad && active)) opt->zero_grad();
+    if (u.before_step) u.before_step(step);
 
     model.train();
     double loss_sum = 0.0;
@@ -561,6 +627,7 @@ inline result train(const run_spec& s, const data& d) {
       (total / static_cast<double>(s.accumulation)).backward();
     }
     const double loss_value = loss_sum / static_cast<double>(s.accumulation);
+    if (u.after_backward) u.after_backward();
     double norm = u.clip > 0.0 ? torch::nn::utils::clip_grad_norm_(model.parameters(), u.clip) : grad_norm(model);
     // The AMP skipped step: the scaler found an overflow, logged a NaN norm, halved its scale
     // and skipped the update.
@@ -571,6 +638,7 @@ inline result train(const run_spec& s, const data& d) {
     } else {
       opt->step();
     }
+    if (u.after_update) u.after_update(step);
 
     mon.begin_step(step);
     mon.observe_loss(loss_value);
