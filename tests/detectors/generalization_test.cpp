@@ -907,7 +907,7 @@ TEST_CASE("from_checkpoint: a fine-tuned run's first loss is not judged against 
   CHECK_FALSE(initial);
 }
 
-TEST_CASE("loss_spike: one hard batch of 8 is not critical at once; a loss that stays up is") {
+TEST_CASE("loss_spike: one hard batch of 8 is not critical at once, a loss that stays up is") {
   // Batch-8 losses late in training (median ~0.14, gamma-shaped: the largest of 50 near 0.5),
   // then one batch with a confidently wrong row: 1.8, 13x the median, about 3x the window's
   // largest. Then the twin: the same value held.
