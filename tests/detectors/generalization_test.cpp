@@ -974,3 +974,21 @@ TEST_CASE("exploding gradients: an anchor set by a stretch of easy batches does 
   CHECK(found[0].last_step >= 1500);
   CHECK(found[0].last_step <= 1600);
 }
+
+TEST_CASE("train_val_gap: a loss that goes negative is measured by its fall, not by a ratio") {
+  // A Gaussian NLL (the zoo's round 7): training 0.5 -> -0.8, validation settling at 0.6 — an
+  // ordinary generalization gap of 1.4 against a fall of 1.3. The twin: a repeated batch,
+  // training -> -3, validation climbing to 200.
+  const auto run = [](double final_train, double final_val) {
+    mldiag::monitor mon;
+    return run_monitor(mon, 300, [&](int i, mldiag::monitor& m) {
+      const double t = 1.0 - std::exp(-i / 40.0);
+      m.observe_loss(0.5 + (final_train - 0.5) * t);
+      if (i % 50 == 49) m.observe_val_loss(0.5 + (final_val - 0.5) * t);
+    }).named("training loss far below validation loss");
+  };
+  CHECK(run(-0.8, 0.6).empty());
+  const auto repeated = run(-3.0, 200.0);
+  REQUIRE(repeated.size() == 1);
+  CHECK(repeated[0].first_step == 49);
+}

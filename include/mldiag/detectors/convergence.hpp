@@ -1490,6 +1490,8 @@ class constant_loss {
 /// the validation loss at least `min_ratio` (5) times the mean of the last `window` (20)
 /// training losses and above it by at least `min_gap` (0.25) of the run's initial training
 /// loss (the mean of its first 10; a scale that means the same for cross-entropy and MSE).
+/// Once a training loss has been negative (no floor at 0), the ratio line becomes: the gap at
+/// least `min_ratio` times the training loss's fall from that initial mean.
 /// Memorization: the same batch every step, validation data that differs from training data
 /// (a different preprocessing), a leak in the training data. Healthy overfitting of a small
 /// data set stays far below: the digits MLP ends at training 0.01, validation 0.1 (a gap of
@@ -1518,6 +1520,7 @@ class train_val_gap {
     if (s.has_loss && std::isfinite(s.loss)) {
       recent_.push(s.loss);
       if (!first_.full()) first_.push(s.loss);
+      negative_seen_ = negative_seen_ || s.loss < 0.0;
     }
     compare(o, out);
   }
@@ -1531,7 +1534,15 @@ class train_val_gap {
     if (!s.has_val_loss || !std::isfinite(s.val_loss) || recent_.size() < recent_.capacity() / 2 + 1) return;
     const double train = recent_.mean(), scale = std::fabs(first_.mean());
     const double gap = s.val_loss - train;
-    const bool wide = s.val_loss >= c_.min_ratio * std::max(train, 0.0) && gap >= c_.min_gap * scale && gap > 0.0;
+    // A ratio of loss values means something only for a loss floored at 0. One that has gone
+    // negative once (a Gaussian NLL as it fits; its batches straddle 0 long before their mean
+    // does) has no floor to measure from: the gap is then taken
+    // against what training gained since its start, min_ratio times that fall (the zoo's
+    // round 7: 17 of 27 healthy Gaussian-NLL runs warned on the clamped ratio; a repeated
+    // batch there sits at 60-5000x its fall).
+    const bool ratio_ok = !negative_seen_ ? s.val_loss >= c_.min_ratio * std::max(train, 0.0)
+                                      : gap >= c_.min_ratio * std::max(first_.mean() - train, 0.0);
+    const bool wide = ratio_ok && gap >= c_.min_gap * scale && gap > 0.0;
     if (fired_.rise(wide)) {
       out.push_back(make_finding(question::convergence, symptoms::train_far_below_val, severity::warning,
                                  s.step, name(),
@@ -1543,6 +1554,7 @@ class train_val_gap {
   config c_;
   signals::window recent_, first_;
   edge fired_;
+  bool negative_seen_ = false;
 };
 
 /// Q1: the learning rate in use above the peak the configuration states (`peak`; 0 = not
