@@ -270,3 +270,39 @@ TEST_CASE(
                        doctest::Contains("this mldiag reads schema 2 and older: update mldiag"),
                        mldiag::error);
 }
+
+TEST_CASE(
+    "JSON Lines: a diagnosis line's phase is read as written (0-4), and a damaged phase is "
+    "refused, not cast") {
+  // Written by mldiag's own writer, read back in class: phases 1 and 4, and 0 (unknown).
+  const auto path = temp_file("diagnosis.jsonl");
+  {
+    r::jsonl_sink w(path, "diagnosis", {});
+    w.diagnosis({mldiag::protocol::phase_id::evidence, "baseline recorded"});
+    w.diagnosis({mldiag::protocol::phase_id::fix, "re-ran the failed checks"});
+    w.diagnosis({mldiag::protocol::phase_id::unknown, "a note"});
+  }
+  const auto log = r::read_jsonl(path);
+  REQUIRE(log.diagnosis.size() == 3);
+  CHECK(log.diagnosis[0].phase == mldiag::protocol::phase_id::evidence);
+  CHECK(log.diagnosis[0].text == "baseline recorded");
+  CHECK(log.diagnosis[1].phase == mldiag::protocol::phase_id::fix);
+  CHECK(log.diagnosis[2].phase == mldiag::protocol::phase_id::unknown);
+  std::filesystem::remove(path);
+
+  // No phase at all is phase 0, as before.
+  const std::string head = "{\"mldiag\":{\"schema\":2}}\n{\"step\":0,\"loss\":1}\n";
+  const auto none = r::parse_jsonl(head + "{\"diagnosis\":{\"text\":\"t\"}}\n", "d.jsonl");
+  REQUIRE(none.diagnosis.size() == 1);
+  CHECK(none.diagnosis[0].phase == mldiag::protocol::phase_id::unknown);
+  // The fuzzer's find: a phase far outside any integer type was cast (undefined behaviour).
+  // Every value that is not an integer 0-4 is now an error that says the file is damaged.
+  for (const char* bad : {"2.11111e+101", "-1", "5", "2.5", "\"2\"", "1e400"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(
+        (void)r::parse_jsonl(head + "{\"diagnosis\":{\"phase\":" + bad + ",\"text\":\"t\"}}\n",
+                             "d.jsonl"),
+        doctest::Contains("d.jsonl:3: a diagnosis line's \"phase\" must be an integer 0-4"),
+        mldiag::error);
+  }
+}

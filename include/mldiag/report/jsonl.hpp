@@ -377,8 +377,11 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
       const auto* t = d->find("text");
       const auto* p = d->find("phase");
       if (t == nullptr || !t->is_string()) throw error(where + ": a diagnosis line needs a string \"text\"");
-      // The phase is a number written beside the text; a line without one is of phase 0 (unknown).
-      log.diagnosis.push_back({p != nullptr && p->is_number() ? protocol::phase_from_number(static_cast<long long>(p->number())) : protocol::phase_id::unknown, t->string()});
+      // The phase is a number written beside the text, 0 (unknown) to 4; a line without one is of
+      // phase 0. Any other value is damage: refuse it rather than cast it.
+      if (p != nullptr && !(p->is_number() && p->number() >= 0.0 && p->number() <= 4.0 && p->number() == std::floor(p->number())))
+        throw error(where + ": a diagnosis line's \"phase\" must be an integer 0-4 (the file is damaged; mldiag writes 1-4)");
+      log.diagnosis.push_back({p != nullptr ? protocol::phase_from_number(static_cast<long long>(p->number())) : protocol::phase_id::unknown, t->string()});
       continue;
     }
     const auto* step = v.find("step");
