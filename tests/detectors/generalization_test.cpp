@@ -992,3 +992,77 @@ TEST_CASE("train_val_gap: a loss that goes negative is measured by its fall, not
   REQUIRE(repeated.size() == 1);
   CHECK(repeated[0].first_step == 49);
 }
+
+TEST_CASE("exploding gradients: first steps that overshoot and recover are info, ones that do not recover are not") {
+  // The first 60 steps of a healthy zoo run (held-out round 7: a QAT MLP, Adagrad at 0.06,
+  // batch 64): Adagrad's first update moves every weight by about the learning rate, and the
+  // loss goes 2.32 -> 30-41 for four steps with the norm 57-92x its first value, then trains.
+  // Warned at step 1 before (a baseline of one norm, a decisive loss).
+  const std::vector<std::pair<double, double>> recorded = {
+      {2.321, 1.078}, {29.74, 61.87}, {28.92, 99.59}, {40.7, 72.08}, {34.76, 49.53}, {9.455, 32.56},
+      {5.884, 17.51}, {2.499, 8.371}, {2.114, 7.439}, {1.311, 3.823}, {1.022, 4.163}, {1.114, 3.07},
+      {0.9707, 2.262}, {1.026, 3.249}, {0.9529, 3.569}, {1.64, 8.053}, {1.139, 4.655}, {1.644, 7.554},
+      {1.018, 2.297}, {1.154, 4.184}, {0.8095, 3.303}, {0.9656, 4.062}, {1.089, 3.854}, {1.012, 3.131},
+      {0.7289, 1.929}, {0.6142, 1.697}, {0.6244, 1.664}, {0.5519, 1.064}, {0.6729, 1.664}, {0.845, 2.427},
+      {0.8407, 1.871}, {0.6322, 1.355}, {0.9598, 2.833}, {0.7515, 3.107}, {0.5995, 1.992}, {0.8881, 3.14},
+      {0.8578, 3.009}, {0.9017, 2.015}, {0.6292, 1.346}, {0.5613, 1.686}, {0.7415, 1.719}, {0.7619, 2.956},
+      {0.7462, 1.83}, {0.6544, 1.762}, {0.6901, 1.288}, {0.8552, 4.099}, {0.7693, 2.67}, {0.7363, 1.961},
+      {0.6881, 1.019}, {0.8356, 1.752}, {0.7605, 1.835}, {0.7343, 2.071}, {0.5543, 1.71}, {0.7165, 1.315},
+      {0.6618, 1.93}, {0.7401, 2.398}, {0.7883, 2.688}, {0.5239, 0.9208}, {0.808, 1.577}, {0.7776, 2.484}};
+  const auto found = replay_series(recorded, mldiag::detectors::exploding_gradients{}, mldiag::detectors::loss_spike{});
+  for (const auto& f : found) CHECK_MESSAGE(f.severity < severity::warning, f.symptom, " at ", f.last_step);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].symptom == mldiag::symptoms::first_steps_overshot);
+  CHECK(found[0].first_step == 1);
+  // By hand: the median of the losses of steps 7-9 (2.499, 2.114, 1.311) is 2.114, within 5%
+  // of the loss before the jump (2.321); steps 5-7's (9.455, 5.884, 2.499) is not.
+  CHECK(found[0].last_step == 9);
+
+  // The twin that does not recover (a learning rate that overshoots for good): the loss stays
+  // at 30: the jump's verdict, `sustain` (10) norms after it, from its first step.
+  auto stuck = recorded;
+  for (std::size_t i = 5; i < stuck.size(); ++i) stuck[i] = {30.0 + 0.1 * static_cast<double>(i % 3), 60.0};
+  const auto up = replay_series(stuck, mldiag::detectors::exploding_gradients{});
+  REQUIRE(!up.empty());
+  CHECK(up[0].symptom == mldiag::symptoms::exploding_gradients);
+  CHECK(up[0].severity == severity::warning);  // peak 92x: below critical_ratio (100)
+  CHECK(up[0].first_step == 1);
+  CHECK(up[0].last_step == 11);
+  // And one whose loss goes non-finite while it waits: at once.
+  auto blown = recorded;
+  blown[3].first = std::numeric_limits<double>::infinity();
+  const auto inf = replay_series(blown, mldiag::detectors::exploding_gradients{});
+  REQUIRE(!inf.empty());
+  CHECK(inf[0].severity >= severity::warning);
+  CHECK(inf[0].last_step == 3);
+}
+
+TEST_CASE("loss_spike: a baseline of fewer than five losses judges only the unmistakable") {
+  // The first 40 losses of a healthy zoo run (held-out round 7: a Gaussian NLL, RMSprop,
+  // batch 8): 0.45, 0.49, then 0.76, 0.78 — 1.6x a median of two, warned at step 3 before.
+  const std::vector<double> recorded = {
+      0.4536, 0.485,  0.757,  0.7786,   0.13,    0.3463, 0.2881,  0.3508,   0.1103,  0.3843,
+      0.3034, 0.07155, 0.2475, 0.2384,  0.06126, 0.3267, -0.03542, 0.5418,  0.2357,  0.2951,
+      0.3128, 0.2069, 0.1771, -0.05666, 0.6273,  0.1959, 0.3808,  0.2614,   0.3033,  0.3576,
+      0.06355, 0.4503, 0.03501, 0.2908, 0.5792,  0.1569, 0.09012, 0.6629,   0.2499,  0.2037};
+  const auto spikes = [](const std::vector<double>& losses) {
+    std::vector<std::pair<double, double>> series;
+    for (const double l : losses) series.emplace_back(l, 1.0);
+    return replay_series(series, mldiag::detectors::loss_spike{});
+  };
+  CHECK(spikes(recorded).empty());
+  // The twins: the same sustained rise once five losses are known is a spike (1.2 and 1.3
+  // against a median near 0.45, far out of its noise), and a 100x loss is critical at once
+  // even on a baseline of two.
+  std::vector<double> later = {0.45, 0.47, 0.44, 0.46, 0.45, 0.46, 1.2, 1.3};
+  const auto s = spikes(later);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].first_step == 6);
+  CHECK(s[0].last_step == 7);
+  const auto early = spikes({0.45, 0.47, 1.2, 1.3, 0.46});
+  CHECK(early.empty());
+  const auto huge = spikes({0.45, 0.47, 50.0});
+  REQUIRE(huge.size() == 1);
+  CHECK(huge[0].severity == severity::critical);
+  CHECK(huge[0].last_step == 2);
+}

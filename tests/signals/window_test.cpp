@@ -21,6 +21,11 @@ TEST_CASE("a window keeps the last values oldest first and mean and stddev are t
   CHECK(w.mean() == 4.5);
   // sample standard deviation of 3,4,5,6: sqrt(5/3)
   CHECK(w.stddev() == doctest::Approx(std::sqrt(5.0 / 3.0)).epsilon(1e-15));
+  // The largest value of what the window holds now (100 was pushed out), NaN when empty.
+  window m(3);
+  CHECK(std::isnan(m.max()));
+  for (double x : {100.0, -1.0, 7.0, -3.0}) m.push(x);
+  CHECK(m.max() == 7.0);
   CHECK_THROWS_WITH_AS(window(0), doctest::Contains("mldiag: signals::window: capacity 0"), mldiag::error);
 }
 

@@ -144,9 +144,15 @@ class non_finite {
 /// (10%) of itself, or by `progress_z` (3) times its batch noise (see `progressed`): a loss
 /// whose floor is far above 0 (NT-Xent, negative sampling) or that leaves a plateau slowly
 /// makes progress that a 10% line never sees. **The first `settle` (5) norms** form the
-/// baseline whatever their size, and a jump among them is decided only by decisive evidence
-/// (`critical_ratio`, a non-finite or decisive loss, no loss at all) within a step of it;
-/// otherwise its norms join the baseline. A critical jump decides alone only where the loss
+/// baseline whatever their size. A jump among them is decided at once only by a non-finite loss
+/// or where no loss is recorded. Decisive evidence within a step of it (`critical_ratio`, a
+/// decisive loss) waits for the loss to answer: back within `loss_rise` of its median before
+/// the jump (the median of the last three losses since, two at least) is info, "first steps
+/// overshot" — Adagrad's and RMSprop's first updates move every weight by about the learning
+/// rate (held-out round 7: losses 2.3 -> 23-40 at step 1 with norms 30-380x, back in 4-8 steps,
+/// trained; 3 healthy runs warned) — and not back within `sustain` steps, or non-finite, is
+/// the jump's verdict from its first step, after which decisive evidence decides at once. A
+/// jump without decisive evidence joins the baseline. A critical jump decides alone only where the loss
 /// made no progress since the jump began, and a new regime's baseline forms again from the
 /// jump's own norms (a SimCLR encoder leaving its collapsed start grows its norm 1000x in 8
 /// steps while its loss falls 4.14 -> 3.68). At step 0 a layer that
@@ -218,7 +224,7 @@ class exploding_gradients {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::exploding_gradients}};
+  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::first_steps_overshot, symptoms::exploding_gradients}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -236,6 +242,7 @@ class exploding_gradients {
       if (!losses_.empty()) loss_steps_.push(s.loss - losses_.back());
       losses_.push(s.loss);
       recent_losses_.push(s.loss);
+      if (pending_start_ >= 0) after_.push(s.loss);
     }
     const double loss_now = recent_losses_.empty() ? std::numeric_limits<double>::quiet_NaN() : recent_losses_.mean();
     if (!s.has_global_grad_norm()) return;
@@ -248,6 +255,10 @@ class exploding_gradients {
     }
     const double median = baseline_.median();
     const double ratio = median > 0.0 ? norm / median : 0.0;
+    if (pending_start_ >= 0) {
+      first_steps(o, norm, median, ratio, loss_bad, out);
+      return;
+    }
     // The baseline's jitter: the spread of its consecutive log10 differences (a difference
     // has sqrt 2 times one value's spread). Below 5 differences nothing is known: no bar.
     // (Computed only for a candidate jump: two medians over the window are the cost.)
@@ -261,6 +272,7 @@ class exploding_gradients {
         jump_steps_ = 0;
         loss_up_run_ = 0;
         jump_loss_ = loss_now;
+        jump_ref_loss_ = loss_median;
       }
       ++jump_steps_;
       loss_up_run_ = loss_up ? loss_up_run_ + 1 : 0;
@@ -268,6 +280,17 @@ class exploding_gradients {
       const bool clipped = c_.clip_norm > 0.0 && norm > c_.clip_norm;
       // A baseline of its first `settle` norms is still forming: only decisive evidence decides.
       const bool settled = baseline_.size() >= c_.settle;
+      // There, a decisive jump waits for the loss to answer (first_steps), unless one already
+      // went unanswered.
+      if (!settled && seen_loss_ && !loss_bad && !unrecovered_ &&
+          (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))) {
+        pending_start_ = jump_start_;
+        pending_steps_ = 0;
+        pending_peak_ = ratio;
+        pending_loss_ = jump_ref_loss_;
+        after_.clear();
+        return;
+      }
       // A critical jump decides alone unless the loss made progress since the jump began: an
       // encoder leaving a collapsed start grows its norm 1000x in 8 steps as its loss falls.
       const bool decided = (ratio >= c_.critical_ratio && !clipped && !fell) || !seen_loss_ || loss_bad || loss_decisive ||
@@ -317,6 +340,38 @@ class exploding_gradients {
   }
 
  private:
+  /// A decisive jump while the baseline was forming, one step later and on: the loss answers
+  /// by coming back (the median of the losses since the jump, two at least, within `loss_rise`
+  /// of the median before it): info, and the norm joins the baseline; or by not coming back
+  /// within `sustain` steps, or going non-finite: the jump's verdict, from its first step.
+  void first_steps(const observation& o, double norm, double median, double ratio, bool loss_bad,
+                   std::vector<finding>& out) {
+    ++pending_steps_;
+    pending_peak_ = std::max(pending_peak_, ratio);
+    const double after = after_.median();
+    if (!loss_bad && after_.size() >= 2 && after <= (1.0 + c_.loss_rise) * pending_loss_) {
+      finding f = make(o, severity::info, {{"peak_ratio_to_median", pending_peak_}, {"baseline_median", median},
+                                           {"loss_before", pending_loss_}, {"loss_after", after},
+                                           {"steps_to_recover", static_cast<double>(pending_steps_)}});
+      f.symptom = symptoms::first_steps_overshot;
+      f.first_step = pending_start_;
+      out.push_back(std::move(f));
+      pending_start_ = jump_start_ = -1;
+      push_baseline(norm);
+      return;
+    }
+    if (!loss_bad && pending_steps_ < c_.sustain) return;
+    finding f = make(o, pending_peak_ >= c_.critical_ratio ? severity::critical : severity::warning,
+                     {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
+                      {"peak_ratio_to_median", pending_peak_}, {"loss_before", pending_loss_},
+                      {"loss_after", after_.empty() ? std::numeric_limits<double>::quiet_NaN() : after},
+                      {"steps_up", static_cast<double>(pending_steps_)}});
+    f.first_step = pending_start_;
+    out.push_back(std::move(f));
+    pending_start_ = jump_start_ = -1;
+    unrecovered_ = true;
+  }
+
   void push_baseline(double norm) {
     if (!baseline_.empty() && baseline_.back() > 0.0 && norm > 0.0) jitter_.push(std::log10(norm / baseline_.back()));
     baseline_.push(norm);
@@ -376,11 +431,17 @@ class exploding_gradients {
   }
 
   config c_;
-  signals::window baseline_, jitter_, recent_, losses_, recent_losses_, loss_steps_;
+  signals::window baseline_, jitter_, recent_, losses_, recent_losses_, loss_steps_, after_{3};
   double anchor_ = 0.0, anchor_loss_ = std::numeric_limits<double>::quiet_NaN();
   std::int64_t anchor_step_ = -1, jump_start_ = -1;
   std::size_t jump_steps_ = 0, loss_up_run_ = 0;
   double jump_loss_ = std::numeric_limits<double>::quiet_NaN();
+  double jump_ref_loss_ = std::numeric_limits<double>::quiet_NaN();
+  // A forming baseline's decisive jump awaiting the loss's answer (first_steps).
+  std::int64_t pending_start_ = -1;
+  std::size_t pending_steps_ = 0;
+  double pending_peak_ = 0.0, pending_loss_ = std::numeric_limits<double>::quiet_NaN();
+  bool unrecovered_ = false;
   bool seen_loss_ = false;
   edge growth_;
 };
@@ -551,8 +612,7 @@ class divergence {
         const double noise = c_.min_mads > 0.0 ? baseline_.mad() : 0.0;
         const double total = losses_.back() - losses_[0];
         const double last = losses_.back() - losses_[losses_.size() - 2];
-        double highest = base;
-        for (std::size_t i = 0; i < baseline_.size(); ++i) highest = std::max(highest, baseline_[i]);
+        const double highest = std::max(base, baseline_.max());
         if (climbing && rise >= c_.rise_fraction && total >= c_.min_rise && last <= c_.max_last_share * total &&
             losses_.back() - base >= c_.min_mads * noise && losses_.back() > highest) {
           out.push_back(make(o, symptoms::sustained_loss_increase, severity::warning,

@@ -29,6 +29,7 @@ inline constexpr symptom skipped_step_overflow{"skipped step: gradient overflow 
 inline constexpr symptom exploding_gradients{"exploding gradients"};
 inline constexpr symptom grad_norm_grew_loss_fell{"gradient norm grew while the loss fell"};
 inline constexpr symptom grad_norm_jumped_unanswered{"gradient norm jumped; the loss has not answered yet"};
+inline constexpr symptom first_steps_overshot{"first steps overshot: gradient norm and loss jumped, then recovered"};
 inline constexpr symptom gradients_persist{"gradients persist across steps"};
 inline constexpr symptom gradients_nearly_identical{"gradients nearly identical step to step (full-batch training?)"};
 inline constexpr symptom missing_loss_value{"missing loss value"};
@@ -88,6 +89,7 @@ inline constexpr std::array all{
     exploding_gradients,
     grad_norm_grew_loss_fell,
     grad_norm_jumped_unanswered,
+    first_steps_overshot,
     gradients_persist,
     gradients_nearly_identical,
     missing_loss_value,

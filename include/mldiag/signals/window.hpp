@@ -51,6 +51,13 @@ class window {
     for (std::size_t i = 0; i < size_; ++i) s += (*this)[i];
     return s / static_cast<double>(size_);
   }
+  /// Largest value (NaN when empty).
+  [[nodiscard]] double max() const noexcept {
+    if (size_ == 0) return std::numeric_limits<double>::quiet_NaN();
+    double m = (*this)[0];
+    for (std::size_t i = 1; i < size_; ++i) m = std::max(m, (*this)[i]);
+    return m;
+  }
   /// Sample standard deviation (two passes; NaN below two values).
   [[nodiscard]] double stddev() const noexcept {
     if (size_ < 2) return std::numeric_limits<double>::quiet_NaN();
