@@ -1373,28 +1373,25 @@ class update_ratio {
       median_rate = *mid;
     }
     for (const auto& u : o.now.updates) {
-      if (u.stats.count < c_.min_elements) continue;
-      {
-        const auto& p = u;  // the parameter of the same id
-        const double norm = norms_[p.id];
-        if (!(norm > 0.0)) continue;
-        const double r = u.stats.l2_norm() / norm;
-        // A tensor no gradient reached this step (an expert that got no tokens, a bias before
-        // BatchNorm) is not updated too little: it was not asked to move (45 false alarms on
-        // the zoo's MoE experts).
-        const bool reached = grads_[p.id] < 0.0 || grads_[p.id] > 1e-6 * norm;
-        // Stepped at the others' rate: its small step is its small gradient's.
-        const bool at_rate = any_moved && grads_[p.id] > 0.0 && median_rate > 0.0 &&
-                             u.stats.l2_norm() / grads_[p.id] >= c_.rate_fraction * median_rate;
-        const double badness = r > c_.max_ratio ? r / c_.max_ratio
-                               : (r < c_.min_ratio && reached && !at_rate) ? c_.min_ratio / (r > 0 ? r : 1e-300)
-                                                                           : 0.0;
-        if (badness > worst) {
-          worst = badness;
-          worst_ratio = r;
-          worst_id = p.id;
-          any = true;
-        }
+      // norms_ and grads_ are the parameter's and the gradient's of the same id.
+      const double norm = norms_[u.id];
+      if (u.stats.count < c_.min_elements || !(norm > 0.0)) continue;
+      const double step = u.stats.l2_norm(), grad = grads_[u.id];
+      const double r = step / norm;
+      // A tensor no gradient reached this step (an expert that got no tokens, a bias before
+      // BatchNorm) is not updated too little: it was not asked to move (45 false alarms on
+      // the zoo's MoE experts).
+      const bool reached = grad < 0.0 || grad > 1e-6 * norm;
+      // Stepped at the others' rate: its small step is its small gradient's.
+      const bool at_rate = any_moved && grad > 0.0 && median_rate > 0.0 && step / grad >= c_.rate_fraction * median_rate;
+      const double badness = r > c_.max_ratio ? r / c_.max_ratio
+                             : (r < c_.min_ratio && reached && !at_rate) ? c_.min_ratio / (r > 0 ? r : 1e-300)
+                                                                         : 0.0;
+      if (badness > worst) {
+        worst = badness;
+        worst_ratio = r;
+        worst_id = u.id;
+        any = true;
       }
     }
     if (fired_.observe(any, c_.sustain)) {
@@ -1596,10 +1593,10 @@ class train_val_gap {
     const double gap = s.val_loss - train;
     // A ratio of loss values means something only for a loss floored at 0. One that has gone
     // negative once (a Gaussian NLL as it fits; its batches straddle 0 long before their mean
-    // does) has no floor to measure from: the gap is then taken
-    // against what training gained since its start, min_ratio times that fall (the zoo's
-    // round 7: 17 of 27 healthy Gaussian-NLL runs warned on the clamped ratio; a repeated
-    // batch there sits at 60-5000x its fall).
+    // does) has no floor to measure from: the gap is then taken against what training gained
+    // since its start, min_ratio times that fall (the zoo's round 7: 17 of 27 healthy
+    // Gaussian-NLL runs warned on the clamped ratio; a repeated batch there sits at 60-5000x
+    // its fall).
     const bool ratio_ok = !negative_seen_ ? s.val_loss >= c_.min_ratio * std::max(train, 0.0)
                                       : gap >= c_.min_ratio * std::max(first_.mean() - train, 0.0);
     const bool wide = ratio_ok && gap >= c_.min_gap * scale && gap > 0.0;
