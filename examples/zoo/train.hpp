@@ -540,6 +540,7 @@ inline result train(const run_spec& s, const data& d) {
     mldiag::training_config c{.learning_rate = s.lr};
     if (u.classes > 0) c.classes = static_cast<double>(u.classes);
     if (u.clip > 0.0) c.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
+    c.full_batch = s.batch >= full_batch;  // every training row, every step: as its user knows
     for (const auto& fnd : mon.check_configuration(c))
       if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
   }

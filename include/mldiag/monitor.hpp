@@ -211,7 +211,9 @@ class monitor {
 
   /// L0: checks a static training configuration before the first step
   /// (`detectors::check_configuration`); the findings are delivered, and open diagnoses, like
-  /// runtime ones. A configured learning rate becomes configured_lr's peak from now on.
+  /// runtime ones. A configured learning rate becomes configured_lr's peak from now on, a
+  /// `max_grad_norm` exploding_gradients' clip_norm, and `full_batch` makes repeated_batch's
+  /// finding info.
   std::vector<finding> check_configuration(const training_config& c);
 
   /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
@@ -319,6 +321,8 @@ MLDIAG_COMPILED_INLINE std::vector<finding> monitor::check_configuration(const t
     if (detectors_.contains("exploding_gradients"))
       detectors_.replace(detectors::make_detector("exploding_gradients", {{"clip_norm", *c.max_grad_norm}}));
   }
+  if (c.full_batch && detectors_.contains("repeated_batch"))
+    detectors_.replace(detectors::make_detector("repeated_batch", {{"full_batch", 1.0}}));
   for (const auto& f : out) deliver(f);
   return out;
 }

@@ -25,6 +25,9 @@ struct training_config {
   /// above it was bounded before the optimizer applied it.
   std::optional<double> max_grad_norm = {};
   std::optional<double> classes = {};
+  /// Every step reads the whole training set (full-batch gradient descent, L-BFGS): the same
+  /// input batch every step is then meant, and the monitor's repeated_batch says so as info.
+  bool full_batch = false;
   std::optional<double> label_min = {}, label_max = {};  ///< the labels' range in the data
   bool fp16 = false;
   bool loss_scaling = true;

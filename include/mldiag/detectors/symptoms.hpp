@@ -57,6 +57,7 @@ inline constexpr symptom update_ratio_too_small{"update ratio too small"};
 inline constexpr symptom probabilities_as_logits{"loss input looks like probabilities"};
 inline constexpr symptom loss_constant_from_start{"loss constant from the start"};
 inline constexpr symptom loss_exactly_zero{"loss exactly zero"};
+inline constexpr symptom same_input_batch{"the same input batch every step"};
 inline constexpr symptom train_far_below_val{"training loss far below validation loss"};
 inline constexpr symptom tensor_norm_jump{"tensor norm jump"};
 inline constexpr symptom loss_spike{"loss spike"};
@@ -117,6 +118,7 @@ inline constexpr std::array all{
     probabilities_as_logits,
     loss_constant_from_start,
     loss_exactly_zero,
+    same_input_batch,
     train_far_below_val,
     tensor_norm_jump,
     loss_spike,
