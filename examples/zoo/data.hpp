@@ -6,8 +6,9 @@
 /// round 3's tabular family, three UCI tables from python3-sklearn, for round 4's
 /// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh),
 /// for round 5's skip-gram family the words of the license texts (base-files), for round
-/// 6's lora family Fashion-MNIST split by class, and for round 7's hetero_nll family a
-/// regression on the breast cancer table (one of its columns from the others).
+/// 6's lora family Fashion-MNIST split by class, for round 7's hetero_nll family a
+/// regression on the breast cancer table (one of its columns from the others), and for round
+/// 8's focal family class-imbalanced copies of the digits and Fashion-MNIST.
 #pragma once
 
 #include "../eigen_mlp/mlp.hpp"
@@ -19,7 +20,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>  // snprintf
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -71,6 +74,9 @@ struct data {
   /// Round 7's hetero_nll: the breast cancer table's mean smoothness (column 4) from its other
   /// 29 columns (column_target).
   std::optional<uci_table> breast_cancer_smoothness;
+  /// Round 8's focal: the digits with classes 5-9 at a tenth of their rows, Fashion-MNIST
+  /// long-tailed at 20:1 and 10:1 (step_imbalanced, long_tailed); validation balanced.
+  std::optional<table> digits_step10, fashion_lt20, fashion_lt10;
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
   std::optional<word_pairs> words;  ///< skipgram: (center, context) pairs of license words
   std::optional<text> gpl, apache;
@@ -344,6 +350,65 @@ inline table class_range(const table& t, std::int64_t lo, std::int64_t hi) {
   return out;
 }
 
+/// Round 8's focal family: a class-imbalanced copy of a table's training rows, class c keeping
+/// the first keep[c] of its rows in the table's order (the table's other rows dropped, the
+/// order of the kept ones unchanged); the validation rows untouched, balanced as a long-tailed
+/// benchmark's test set (CIFAR-10-LT's, ImageNet-LT's).
+inline table keep_per_class(const table& t, const std::vector<std::int64_t>& keep, const std::string& profile) {
+  std::vector<std::int64_t> picked, seen(static_cast<std::size_t>(t.classes), 0);
+  const auto y = t.y_train.contiguous();
+  const auto* yp = y.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < y.size(0); ++i) {
+    const auto c = static_cast<std::size_t>(yp[i]);
+    if (seen[c] < keep[c]) {
+      picked.push_back(i);
+      ++seen[c];
+    }
+  }
+  const auto idx = torch::tensor(picked, torch::kLong);
+  table out = t;
+  out.x_train = t.x_train.index_select(0, idx);
+  out.y_train = t.y_train.index_select(0, idx);
+  std::string counts;
+  for (const auto n : seen) counts += (counts.empty() ? "" : " ") + std::to_string(n);
+  out.source = t.source + ", " + profile + ": " + std::to_string(picked.size()) + " training rows (per class " + counts +
+               "), validation balanced";
+  return out;
+}
+
+/// Each class's count of a table's training rows.
+inline std::vector<std::int64_t> class_counts(const table& t) {
+  std::vector<std::int64_t> n(static_cast<std::size_t>(t.classes), 0);
+  const auto y = t.y_train.contiguous();
+  for (std::int64_t i = 0; i < y.size(0); ++i) ++n[static_cast<std::size_t>(y.data_ptr<std::int64_t>()[i])];
+  return n;
+}
+
+/// A long-tailed copy (Cui et al. 2019's CIFAR-10-LT profile): class c keeps n_c x ratio^(-c /
+/// (C - 1)) of its n_c rows, class 0 all of them, class C - 1 a `ratio`-th.
+inline table long_tailed(const table& t, double ratio) {
+  auto keep = class_counts(t);
+  const auto C = static_cast<double>(t.classes);
+  for (std::size_t c = 0; c < keep.size(); ++c)
+    keep[c] = static_cast<std::int64_t>(std::floor(static_cast<double>(keep[c]) *
+                                                   std::pow(ratio, -static_cast<double>(c) / (C - 1.0))));
+  char profile[64];
+  std::snprintf(profile, sizeof profile, "long-tailed %g:1", ratio);
+  return keep_per_class(t, keep, profile);
+}
+
+/// A step-imbalanced copy (Buda et al. 2018): the classes from `first_minority` on keep a
+/// `ratio`-th of their rows, the others all of them.
+inline table step_imbalanced(const table& t, std::int64_t first_minority, double ratio) {
+  auto keep = class_counts(t);
+  for (std::size_t c = static_cast<std::size_t>(first_minority); c < keep.size(); ++c)
+    keep[c] = static_cast<std::int64_t>(std::floor(static_cast<double>(keep[c]) / ratio));
+  char profile[64];
+  std::snprintf(profile, sizeof profile, "step-imbalanced %g:1 from class %lld", ratio,
+                static_cast<long long>(first_minority));
+  return keep_per_class(t, keep, profile);
+}
+
 /// A license text: the first 90% for training, the rest for validation.
 inline text load_text(const std::string& path) {
   text t;
@@ -532,10 +597,13 @@ inline data load_all(const std::string& digits_csv) {
     }
   };
   attempt([&] { d.digits = load_digits(digits_csv); }, "digits");
+  if (d.digits) d.digits_step10 = step_imbalanced(*d.digits, 5, 10.0);
   attempt([&] { d.fashion = load_fashion(); }, "Fashion-MNIST (apt-get install dataset-fashion-mnist)");
   if (d.fashion) {
     d.fashion_first5 = class_range(*d.fashion, 0, 5);
     d.fashion_last5 = class_range(*d.fashion, 5, 10);
+    d.fashion_lt20 = long_tailed(*d.fashion, 20.0);
+    d.fashion_lt10 = long_tailed(*d.fashion, 10.0);
   }
   attempt([&] { d.gpl = load_text("/usr/share/common-licenses/GPL-3"); }, "GPL-3 text");
   attempt([&] { d.apache = load_text("/usr/share/common-licenses/Apache-2.0"); }, "Apache-2.0 text");

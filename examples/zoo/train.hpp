@@ -11,6 +11,7 @@
 #include "families_round5.hpp"
 #include "families_round6.hpp"
 #include "families_round7.hpp"
+#include "families_round8.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -137,6 +138,22 @@ struct setup {
   /// reads the parameters (pruned: the schedule's new masks, and the masks applied).
   std::function<void(std::int64_t)> before_step, after_update;
   std::function<void()> after_backward;
+  /// Round 8: a loss of (output, labels) in place of the cross-entropy (triplet's margin loss
+  /// over the batch's embeddings, focal's focal loss); `classes` stays the labels' count (the
+  /// modulus of labels_off_by_one).
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> label_loss;
+  /// Round 8: whether the monitor is told `classes`, which monitor_config documents as a
+  /// cross-entropy task's: not where the loss is another (focal) or the output is no class
+  /// logits (triplet's embeddings).
+  bool tell_classes = true;
+  /// Round 8: the output is observed as "output", not "logits" (an embedding).
+  bool output_not_logits = false;
+  /// Round 8: the run's own batches, given the step (triplet's PK batches, a curriculum's
+  /// growing pool), in place of shuffled epochs of the table.
+  std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t, std::int64_t)> draw;
+  /// Round 8: the validation loss as the family computes it (triplet: the same loss over fixed
+  /// held-out micro-batches), given the model in evaluation mode and the input scale.
+  std::function<double(net&, double)> validate;
   std::string why_not;
 };
 
@@ -429,6 +446,107 @@ inline setup build(const run_spec& s, const data& d) {
         if (step == start) m->enable_fake_quant();
       };
     }
+  } else if (s.family == "triplet") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn>-e<dimension>-<l2|raw>-m<margin>-<random|batchhard|semihard>:
+    // an embedding of `dimension`, L2-normalized or not, trained by the triplet margin loss
+    // over PK batches (see pk_sampler, triplet_loss). No class logits: the monitor is not told
+    // classes, and the output is observed as "output". The CNN's fc1 is 128 wide.
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const auto widths = cnn ? std::vector<std::int64_t>{128} : widths_after(s.variant, "-mlp");
+    const auto dimension = std::stoll(s.variant.substr(s.variant.find("-e") + 2));
+    const bool l2 = s.variant.find("-l2-") != std::string::npos;
+    const double margin = std::stod(s.variant.substr(s.variant.rfind("-m") + 2));
+    const auto mining = s.variant.find("-batchhard") != std::string::npos  ? triplet_mining::batch_hard
+                        : s.variant.find("-semihard") != std::string::npos ? triplet_mining::semi_hard
+                                                                           : triplet_mining::random;
+    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, dimension, l2, "embedding");
+    u.classes = u.tab->classes;  // the labels' count (labels_off_by_one's modulus), not told to the monitor
+    u.tell_classes = false;
+    u.output_not_logits = true;
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 104729 + 19));
+    u.label_loss = [mining, margin, gen](const torch::Tensor& e, const torch::Tensor& y) {
+      return triplet_loss(e, y, mining, margin, *gen);
+    };
+    auto pk = std::make_shared<pk_sampler>(*u.tab, false, s.seed * 7919 + 13);
+    u.draw = [pk](std::int64_t, std::int64_t b) { return pk->draw(b); };
+    // Validation: the same loss over fixed PK micro-batches of the training micro-batch's size
+    // from the held-out rows (512 / batch of them, at least one), its random triplets drawn by a
+    // generator seeded afresh at each evaluation: the same held-out triplets every time. In
+    // micro-batches, as the contrastive family's: the hardest triplets depend on the batch.
+    pk_sampler held_out(*u.tab, true, 424242);
+    auto val = std::make_shared<std::vector<std::pair<torch::Tensor, torch::Tensor>>>();
+    for (std::int64_t i = 0; i < std::max<std::int64_t>(1, 512 / s.batch); ++i) val->push_back(held_out.draw(s.batch));
+    u.validate = [val, mining, margin](net& m, double input_scale) {
+      torch::Generator g = at::detail::createCPUGenerator(424243);
+      double sum = 0.0;
+      for (const auto& [x, y] : *val) {
+        taps t;
+        sum += triplet_loss(m.forward(x * input_scale, t), y, mining, margin, g).item<double>();
+      }
+      return sum / static_cast<double>(val->size());
+    };
+  } else if (s.family == "focal") {
+    // <digits-step10|fashion-lt20|fashion-lt10>-<mlp<widths>|cnn>-g<gamma>[-cb<beta>][-ls<smoothing>]:
+    // a classifier on a class-imbalanced copy of the table (see step_imbalanced, long_tailed;
+    // shuffled epochs of it, no re-sampling: the focal loss is the remedy), trained by the focal
+    // loss (see focal_loss), class-balanced weights (Cui et al.) where `-cb`, label smoothing
+    // where `-ls`. The CNN's fc1 is 64 wide. The monitor is not told classes: monitor_config
+    // documents `classes` as a cross-entropy task's (see spec.hpp's comment on the family).
+    const bool digits = s.variant.rfind("digits-step10", 0) == 0, lt20 = s.variant.rfind("fashion-lt20", 0) == 0;
+    const auto& t = digits ? d.digits_step10 : lt20 ? d.fashion_lt20 : d.fashion_lt10;
+    if (!t) {
+      u.why_not = digits ? "the digits are missing" : "Fashion-MNIST is missing (apt-get install dataset-fashion-mnist)";
+      return u;
+    }
+    u.tab = &*t;
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const auto widths = cnn ? std::vector<std::int64_t>{64} : widths_after(s.variant, "-mlp");
+    const double gamma = std::stod(s.variant.substr(s.variant.find("-g") + 2));
+    const auto cb = s.variant.find("-cb"), ls = s.variant.find("-ls");
+    const auto alpha = cb == std::string::npos ? torch::Tensor()
+                                               : class_balanced_weights(*u.tab, std::stod(s.variant.substr(cb + 3)));
+    const double smoothing = ls == std::string::npos ? 0.0 : std::stod(s.variant.substr(ls + 3));
+    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, 10, false, "head");
+    u.classes = 10;
+    u.tell_classes = false;
+    u.label_loss = [gamma, alpha, smoothing](const torch::Tensor& out, const torch::Tensor& y) {
+      return focal_loss(out, y, gamma, alpha, smoothing);
+    };
+  } else if (s.family == "curriculum") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn>-<classes<n1>-<n2>-<n3>|sqrt<c0>-dist>: a classifier
+    // (cross-entropy, 10 classes, the monitor told 10) whose batches come from a curriculum
+    // (see curriculum_sampler): `classes`, stages of the first n1, n2, n3 classes of an
+    // easy-first order from 0, 1/8 and 1/4 of the run's steps; `sqrt`, Platanios et al.'s
+    // square-root competence from c0 of the rows sorted by distance to their class's mean
+    // image, all of them from half the run's steps on. Validation: every class. The CNN's fc1 is
+    // 64 wide.
+    const bool cnn = s.variant.find("-cnn-") != std::string::npos;
+    const auto widths = cnn ? std::vector<std::int64_t>{64} : widths_after(s.variant, "-mlp");
+    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, 10, false, "head");
+    u.classes = 10;
+    auto cs = std::make_shared<curriculum_sampler>(*u.tab, s.steps, s.seed * 7919 + 13);
+    const auto sq = s.variant.find("-sqrt");
+    if (sq != std::string::npos) {
+      cs->pace_by_distance_to_class_mean(std::stod(s.variant.substr(sq + 5)), 0.5);
+    } else {
+      // The digits in label order (no prior on which are easy); Fashion-MNIST easy first by a
+      // plain classifier's per-class accuracy as commonly reported: trouser, bag, sandal,
+      // sneaker, ankle boot, dress, coat, pullover, T-shirt, shirt.
+      const std::vector<std::int64_t> order = fashion ? std::vector<std::int64_t>{1, 8, 5, 7, 9, 3, 4, 2, 0, 6}
+                                                      : std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+      std::vector<std::int64_t> n;  // "-classes3-6-10": {3, 6, 10}
+      for (std::size_t at = s.variant.find("-classes") + 8; at < s.variant.size();) {
+        std::size_t used = 0;
+        n.push_back(std::stoll(s.variant.substr(at), &used));
+        at += used + 1;
+      }
+      for (std::size_t k = 0; k < n.size(); ++k)
+        cs->add_stage(0.125 * static_cast<double>(k),
+                      std::vector<std::int64_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n[k])));
+    }
+    u.draw = [cs](std::int64_t step, std::int64_t b) { return cs->draw(step, b); };
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -535,10 +653,10 @@ inline result train(const run_spec& s, const data& d) {
       params.push_back(p.value());
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
-  mldiag::monitor mon({.classes = static_cast<double>(u.classes), .from_checkpoint = u.from_checkpoint});
+  mldiag::monitor mon({.classes = static_cast<double>(u.tell_classes ? u.classes : 0), .from_checkpoint = u.from_checkpoint});
   {
     mldiag::training_config c{.learning_rate = s.lr};
-    if (u.classes > 0) c.classes = static_cast<double>(u.classes);
+    if (u.classes > 0 && u.tell_classes) c.classes = static_cast<double>(u.classes);
     if (u.clip > 0.0) c.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
     c.full_batch = s.batch >= full_batch;  // every training row, every step: as its user knows
     for (const auto& fnd : mon.check_configuration(c))
@@ -580,6 +698,7 @@ inline result train(const run_spec& s, const data& d) {
     if (mse) return torch::mse_loss(out, x);
     if (f == fault::wrong_loss_mse_on_logits)
       return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
+    if (u.label_loss) return u.label_loss(out, y);
     if (u.teacher) {
       torch::Tensor teacher_logits;
       {
@@ -611,7 +730,9 @@ inline result train(const run_spec& s, const data& d) {
       tap.clear();
       if (f == fault::forward_inf && active) tap.overflow_at = model.overflow_sites[s.seed % model.overflow_sites.size()].second;
       else tap.overflow_at.clear();
-      auto batch = (f == fault::same_batch && fixed.first.defined()) ? fixed : sample.draw(s.batch, f != fault::lm_targets_not_shifted);
+      auto batch = (f == fault::same_batch && fixed.first.defined()) ? fixed
+                   : u.draw                                            ? u.draw(step, s.batch)
+                                                                       : sample.draw(s.batch, f != fault::lm_targets_not_shifted);
       if (f == fault::same_batch && !fixed.first.defined()) fixed = batch;
       auto x = tokens ? batch.first : batch.first * input_scale;
       if (!tokens) tap.input = x.detach();
@@ -646,14 +767,16 @@ inline result train(const run_spec& s, const data& d) {
     mon.observe_lr(lr);
     mon.observe_grad_norm(norm);
     if (f == fault::logged_nan_grad_norm_amp) mon.observe_loss_scale(loss_scale);
-    observe_module(mon, model, prev, tap, logits, /*logits=*/!mse);
+    observe_module(mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
     if ((step + 1) % val_every == 0 || step + 1 == s.steps) {
       torch::NoGradGuard no_grad;
       model.eval();
       taps vt;
       auto vx = tokens ? val_x : val_x * input_scale;
       double v = 0.0;
-      if (u.nt_xent) {
+      if (u.validate) {
+        v = u.validate(model, input_scale);
+      } else if (u.nt_xent) {
         // In-batch negatives: the loss depends on the batch's size, so validation is the mean
         // over micro-batches of the training size.
         const auto b = std::min(s.batch, vx.size(0));
