@@ -389,12 +389,38 @@ TEST_CASE("constant_loss: a loss that never moved, and a loss of exactly zero") 
   }
   REQUIRE(out.size() == 1);
   CHECK(out[0].symptom == "loss exactly zero");
+  CHECK(out[0].severity == severity::warning);
   CHECK(out[0].first_step == 102);
+  CHECK(out[0].last_step == 103);
+  // A hinge (triplet) loss reaches 0 on single batches and comes back (the zoo's round 8):
+  // info once, when it first comes back, and its later zeros, even two in a row, are not
+  // reported. Its twin stays at 0 from its first zero (a mask that drops every target).
+  std::int64_t base = 1000;  // each series at steps of its own: 1000, then 1100
+  const auto zeros = [&](const std::vector<double>& series) {
+    mldiag::detectors::constant_loss h;
+    std::vector<finding> found;
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      rec.begin_step(base + static_cast<std::int64_t>(i));
+      rec.record_loss(series[i]);
+      h.observe({rec.end_step(), rec.past(), rec.names()}, found);
+    }
+    base += 100;
+    return found;
+  };
+  const auto hinge = zeros({0.9, 0.7, 0.0, 0.4, 0.3, 0.0, 0.2, 0.0, 0.0, 0.1, 0.0});
+  REQUIRE(hinge.size() == 1);
+  CHECK(hinge[0].severity == severity::info);
+  CHECK(hinge[0].first_step == 1002);
+  CHECK(hinge[0].last_step == 1003);
+  const auto masked = zeros({0.9, 0.7, 0.0, 0.0, 0.0, 0.0});
+  REQUIRE(masked.size() == 1);
+  CHECK(masked[0].severity == severity::warning);
+  CHECK(masked[0].first_step == 1102);
   // A loss that moves is not constant.
   mldiag::detectors::constant_loss m;
   out.clear();
   for (int i = 0; i < 10; ++i) {
-    rec.begin_step(200 + i);
+    rec.begin_step(2000 + i);
     rec.record_loss(2.3 - 0.01 * i);
     m.observe({rec.end_step(), rec.past(), rec.names()}, out);
   }

