@@ -145,16 +145,16 @@ class non_finite {
 /// whose floor is far above 0 (NT-Xent, negative sampling) or that leaves a plateau slowly
 /// makes progress that a 10% line never sees. **The first `settle` (5) norms** form the
 /// baseline whatever their size. A jump among them is decided at once only by a non-finite loss
-/// or where no loss is recorded. In training's first `settle` steps (step numbers below it;
-/// a logbook excerpt that starts at step 11440 is decided as before), decisive evidence within a step of it (`critical_ratio`, a
-/// decisive loss) waits for the loss to answer: back within `loss_rise` of its median before
-/// the jump (the median of the last three losses since, two at least) is info, "first steps
-/// overshot" — Adagrad's and RMSprop's first updates move every weight by about the learning
-/// rate (held-out round 7: losses 2.3 -> 23-40 at step 1 with norms 30-380x, back in 4-8 steps,
-/// trained; 3 healthy runs warned) — and not back within `sustain` steps, or non-finite, is
-/// the jump's verdict from its first step, after which decisive evidence decides at once. A
-/// jump without decisive evidence joins the baseline. A critical jump decides alone only where the loss
-/// made no progress since the jump began, and a new regime's baseline forms again from the
+/// or where no loss is recorded. In training's first `settle` steps (step numbers below it; a
+/// logbook excerpt that starts at step 11440 is decided as before), decisive evidence within
+/// a step of it (`critical_ratio`, a decisive loss) waits for the loss to answer: back within
+/// `loss_rise` of its median before the jump (the median of the last three losses since, two
+/// at least) is info, "first steps overshot" — Adagrad's and RMSprop's first updates move
+/// every weight by about the learning rate (held-out round 7: losses 2.3 -> 23-40 at step 1
+/// with norms 30-380x, back in 4-8 steps, trained; 3 healthy runs warned) — and not back
+/// within `sustain` steps, or non-finite, is the jump's verdict from its first step, after
+/// which decisive evidence decides at once. A jump without decisive evidence joins the
+/// baseline. A critical jump decides alone only where the loss made no progress since the jump began, and a new regime's baseline forms again from the
 /// jump's own norms (a SimCLR encoder leaving its collapsed start grows its norm 1000x in 8
 /// steps while its loss falls 4.14 -> 3.68). At step 0 a layer that
 /// starts at zero leaves the gradient of what feeds it zero (word2vec's first norm was a tenth
@@ -243,7 +243,7 @@ class exploding_gradients {
       if (!losses_.empty()) loss_steps_.push(s.loss - losses_.back());
       losses_.push(s.loss);
       recent_losses_.push(s.loss);
-      if (pending_start_ >= 0) after_.push(s.loss);
+      if (pending_) after_.push(s.loss);
     }
     const double loss_now = recent_losses_.empty() ? std::numeric_limits<double>::quiet_NaN() : recent_losses_.mean();
     if (!s.has_global_grad_norm()) return;
@@ -256,7 +256,7 @@ class exploding_gradients {
     }
     const double median = baseline_.median();
     const double ratio = median > 0.0 ? norm / median : 0.0;
-    if (pending_start_ >= 0) {
+    if (pending_) {
       first_steps(o, norm, median, ratio, loss_bad, out);
       return;
     }
@@ -286,10 +286,9 @@ class exploding_gradients {
       // one already went unanswered.
       if (!settled && jump_start_ < static_cast<std::int64_t>(c_.settle) && seen_loss_ && !loss_bad && !unrecovered_ &&
           (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))) {
-        pending_start_ = jump_start_;
+        pending_ = true;
         pending_steps_ = 0;
         pending_peak_ = ratio;
-        pending_loss_ = jump_ref_loss_;
         after_.clear();
         return;
       }
@@ -342,8 +341,8 @@ class exploding_gradients {
   }
 
  private:
-  /// A decisive jump while the baseline was forming, one step later and on: the loss answers
-  /// by coming back (the median of the losses since the jump, two at least, within `loss_rise`
+  /// A decisive jump while the baseline was forming (from `jump_start_`, against the loss
+  /// median before it, `jump_ref_loss_`), one step later and on: the loss answers by coming back (the median of the losses since the jump, two at least, within `loss_rise`
   /// of the median before it): info, and the norm joins the baseline; or by not coming back
   /// within `sustain` steps, or going non-finite: the jump's verdict, from its first step.
   void first_steps(const observation& o, double norm, double median, double ratio, bool loss_bad,
@@ -351,26 +350,28 @@ class exploding_gradients {
     ++pending_steps_;
     pending_peak_ = std::max(pending_peak_, ratio);
     const double after = after_.median();
-    if (!loss_bad && after_.size() >= 2 && after <= (1.0 + c_.loss_rise) * pending_loss_) {
+    if (!loss_bad && after_.size() >= 2 && after <= (1.0 + c_.loss_rise) * jump_ref_loss_) {
       finding f = make(o, severity::info, {{"peak_ratio_to_median", pending_peak_}, {"baseline_median", median},
-                                           {"loss_before", pending_loss_}, {"loss_after", after},
+                                           {"loss_before", jump_ref_loss_}, {"loss_after", after},
                                            {"steps_to_recover", static_cast<double>(pending_steps_)}});
       f.symptom = symptoms::first_steps_overshot;
-      f.first_step = pending_start_;
+      f.first_step = jump_start_;
       out.push_back(std::move(f));
-      pending_start_ = jump_start_ = -1;
+      pending_ = false;
+      jump_start_ = -1;
       push_baseline(norm);
       return;
     }
     if (!loss_bad && pending_steps_ < c_.sustain) return;
     finding f = make(o, pending_peak_ >= c_.critical_ratio ? severity::critical : severity::warning,
                      {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
-                      {"peak_ratio_to_median", pending_peak_}, {"loss_before", pending_loss_},
+                      {"peak_ratio_to_median", pending_peak_}, {"loss_before", jump_ref_loss_},
                       {"loss_after", after_.empty() ? std::numeric_limits<double>::quiet_NaN() : after},
                       {"steps_up", static_cast<double>(pending_steps_)}});
-    f.first_step = pending_start_;
+    f.first_step = jump_start_;
     out.push_back(std::move(f));
-    pending_start_ = jump_start_ = -1;
+    pending_ = false;
+    jump_start_ = -1;
     unrecovered_ = true;
   }
 
@@ -440,10 +441,9 @@ class exploding_gradients {
   double jump_loss_ = std::numeric_limits<double>::quiet_NaN();
   double jump_ref_loss_ = std::numeric_limits<double>::quiet_NaN();
   // A forming baseline's decisive jump awaiting the loss's answer (first_steps).
-  std::int64_t pending_start_ = -1;
+  bool pending_ = false, unrecovered_ = false;
   std::size_t pending_steps_ = 0;
-  double pending_peak_ = 0.0, pending_loss_ = std::numeric_limits<double>::quiet_NaN();
-  bool unrecovered_ = false;
+  double pending_peak_ = 0.0;
   bool seen_loss_ = false;
   edge growth_;
 };
@@ -1536,7 +1536,8 @@ class probabilities_as_logits {
 /// comes back from an exact 0 before that reaches 0 on some batches — a hinge or margin loss
 /// (a triplet loss: the zoo's held-out round 8, 6 of 27 healthy runs warned at their first
 /// zero; single zeros first, runs of up to 14 later in 1500 batch-8 steps) — is info, once,
-/// and its later zeros are not reported. A run that converges to a flat loss later is plateau's case.
+/// and its later zeros are not reported. A run that converges to a flat loss later is
+/// plateau's case.
 ///
 /// Where gradients and parameter updates are recorded, "not trained at all" is checked
 /// against them: if, in one of those steps, a tensor had a non-zero gradient and a non-zero

@@ -46,10 +46,10 @@ namespace mldiag::detectors {
 /// spikes hold for tens of iterations. In training's first `settle` (5) steps (step numbers
 /// below it; a log excerpt that starts later is judged on its first points), until the
 /// baseline holds `settle` losses, only the one-observation verdict decides and every other
-/// loss joins the baseline: the robust spread
-/// of two or three batch losses is chance (a batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78,
-/// 1.6x a median of two, and an AdamW warm-up 0.71, 0.68, 0.68, 1.16, 1.02: the zoo's held-out
-/// round 7, two healthy runs warned at steps 3-4). `method_rule()` is the method's
+/// loss joins the baseline: the robust spread of two or three batch losses is chance (a
+/// batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78, 1.6x a median of two, and an AdamW
+/// warm-up 0.71, 0.68, 0.68, 1.16, 1.02: the zoo's held-out round 7, two healthy runs warned at
+/// steps 3-4). `method_rule()` is the method's
 /// table rule alone: loss > 10x the moving average, on one observation.
 class loss_spike {
  public:
