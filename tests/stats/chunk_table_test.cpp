@@ -61,7 +61,8 @@ TEST_CASE("chunks are grouped by dtype and each tensor's chunks are contiguous a
 }
 
 TEST_CASE("the device's tree merge agrees with the host's sequential merge") {
-  // 3000 chunk partials of real data: counts and extrema identical, moments within 1e-12.
+  // 3000 chunk partials of real data: counts and extrema identical, the two merge orders'
+  // moments within 1e-12 of each other, and within the contract of the reference.
   std::mt19937_64 rng(8);
   std::normal_distribution<float> normal(1.0f, 0.01f);
   std::vector<float> x(3000 * 1000);
@@ -81,5 +82,5 @@ TEST_CASE("the device's tree merge agrees with the host's sequential merge") {
   CHECK(mldiag_test::relative_error(tree.variance(), sequential.variance()) < 1e-12);
   CHECK(mldiag_test::relative_error(tree.l2_norm(), sequential.l2_norm()) < 1e-12);
   const auto r = mldiag_test::reference_of(std::span<const float>(x));
-  mldiag_test::check_against(tree, r);
+  mldiag_test::check_against(tree, r, mldiag_test::contract_tol<float>);
 }

@@ -121,7 +121,8 @@ TEST_CASE("each tensor in the plan equals compute_stats alone and the reference"
     for (auto e : v) sum_sq += static_cast<long double>(static_cast<double>(e)) * static_cast<double>(e);
   for (const auto& v : g.f64)
     for (double e : v) sum_sq += static_cast<long double>(e) * e;
-  CHECK(mldiag_test::relative_error(plan.total().l2_norm(), std::sqrt(sum_sq)) < 1e-12);
+  // fp32, bf16 and fp16 tensors in the list: the 1e-6 contract of docs/stats.md.
+  CHECK(mldiag_test::relative_error(plan.total().l2_norm(), std::sqrt(sum_sq)) < 1e-6);
 }
 
 TEST_CASE("compute allocates nothing once the plan and engine exist") {

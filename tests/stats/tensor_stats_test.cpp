@@ -91,7 +91,7 @@ void check_random(double mean, double sd) {
     // From the second element: a start that is not aligned to the element's natural vector.
     const std::span<const T> view(x.data() + 1, n);
     CAPTURE(n);
-    check_against(mldiag::compute_stats(view), reference_of(view));
+    check_against(mldiag::compute_stats(view), reference_of(view), mldiag_test::contract_tol<T>);
   }
 }
 
@@ -165,7 +165,7 @@ TEST_CASE_TEMPLATE("every finite value of a narrow format at once has the refere
   const auto r = reference_of(std::span<const T>(x));
   CHECK(std::isfinite(s.l2_norm()));
   CHECK(relative_error(s.l2_norm(), r.l2) < 1e-6);
-  check_against(s, r);
+  check_against(s, r, mldiag_test::contract_tol<T>);
 }
 
 TEST_CASE("merging partial results equals the statistics of the concatenation") {
@@ -221,7 +221,8 @@ TEST_CASE("a strided view of row-major memory gives exactly the contiguous resul
   std::vector<float> copy;
   for (std::size_t i = 0; i < 70001 / 3; ++i) copy.push_back(x[7 + 3 * i]);
   CHECK(mldiag::compute_stats(col) == mldiag::compute_stats(copy));
-  check_against(mldiag::compute_stats(col), reference_of(std::span<const float>(copy)));
+  check_against(mldiag::compute_stats(col), reference_of(std::span<const float>(copy)),
+                mldiag_test::contract_tol<float>);
 }
 
 TEST_CASE("a part of zeros merges into the scale of the whole") {
@@ -327,8 +328,9 @@ TEST_CASE_TEMPLATE("the L2 norm does not depend on which element of a block is a
   // of the outlier must now be within the rounding of the sums themselves, and the stddev
   // and mean with it. float64 sums its scaled squares in lanes of 2048 (measured 2.8e-14
   // here, bound 2048 * 2^-53 = 2.3e-13; it was 2.3e-10); the narrow formats' squares are
-  // exact in double and came out correctly rounded (1e-16; they were 1.1e-13).
-  const double tol = std::is_same_v<T, double> ? 1e-13 : 1e-14;
+  // exact in double and came out correctly rounded (1e-16; they were 1.1e-13) until the host
+  // kernel summed them in float lanes (issue 18): they are now held to the 1e-6 contract.
+  const double tol = std::is_same_v<T, double> ? 1e-13 : mldiag_test::contract_tol<T>;
   // The shift is now the median of a block's first, middle and last elements, so the cases
   // that reach the second pass (needs_reshift) have two of those three as outliers.
   using at = std::initializer_list<std::size_t>;

@@ -71,8 +71,15 @@ inline double relative_error(double got, long double want) {
   return static_cast<double>(std::fabs((static_cast<long double>(got) - want) / want));
 }
 
+// The accuracy contract of docs/stats.md for data of element type T: 1e-6 for the formats of
+// 32 bits or fewer (the host kernel accumulates them in float lanes, issue 18), 1e-12 for
+// float64, whose kernel keeps the tighter figure because it costs nothing there.
+template <class T>
+inline constexpr double contract_tol = std::is_same_v<T, double> ? 1e-12 : 1e-6;
+
 // Counts and extrema exactly; moments to `tol` relative (the mean relative to the data's
-// scale, since a mean near zero has no relative accuracy to speak of).
+// scale, since a mean near zero has no relative accuracy to speak of; the variance, a square,
+// to 2 tol).
 inline void check_against(const mldiag::tensor_stats& s, const reference_stats& r,
                           double tol = 1e-12) {
   CHECK(s.count == r.count);
@@ -98,7 +105,7 @@ inline void check_against(const mldiag::tensor_stats& s, const reference_stats& 
   }
   if (r.variance > std::numeric_limits<double>::min() &&
       r.variance < std::numeric_limits<double>::max()) {
-    CHECK(relative_error(s.variance(), r.variance) <= tol);
+    CHECK(relative_error(s.variance(), r.variance) <= 2 * tol);
   }
   // A norm below the smallest normal double is itself a denormal: a few bits, no more.
   CHECK(std::fabs(s.l2_norm() - r.l2) <= tol * r.l2 + denorm);

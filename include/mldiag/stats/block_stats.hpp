@@ -6,6 +6,7 @@
 #include "mldiag/core/element_types.hpp"
 #include "mldiag/core/layout.hpp"
 #include "mldiag/core/tensor_ref.hpp"
+#include "mldiag/stats/host_isa.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
 #include <algorithm>
@@ -180,7 +181,7 @@ inline void narrow_scalar_step(narrow_lanes& l, std::size_t j, std::uint32_t u,
 #if defined(__GNUC__) && !defined(MLDIAG_NO_HOST_VECTORS)  // GCC and Clang
 #define MLDIAG_HOST_VECTORS 1
 #ifndef MLDIAG_PREFETCH_BYTES
-#define MLDIAG_PREFETCH_BYTES 4096
+#define MLDIAG_PREFETCH_BYTES 8192
 #endif
 inline constexpr std::size_t prefetch_bytes = MLDIAG_PREFETCH_BYTES;
 // Explicit generic vectors because GCC 12 vectorizes the scalar loop only sometimes ("control
@@ -392,6 +393,247 @@ tensor_stats block_stats_narrow(const typename F::element* x, std::size_t n) noe
   return out;
 }
 
+#ifdef MLDIAG_HOST_VECTORS
+// ---- The float-accumulating kernel (issue 18) ----
+// The kernel above widens every element to double and keeps two double accumulators per
+// lane: exact to 1e-12, and compute-bound (0.35-0.62 of the read rate for fp32, 0.13-0.22 for
+// bf16 on AVX-512, bench/host_stats_bench 2026-12-03). This one keeps d = x - c and d^2 in
+// float lanes over runs of `float_run_groups` vectors and folds each run into double lanes,
+// so a run's rounding error never grows with the block. The bounds, for the moments'
+// contract of docs/stats.md (u = 2^-24): each d is rounded once (u|d|), each square once
+// (u d^2), a run of R sums adds (R - 1) u of its terms, so Σd is off by at most R u Σ|d| and
+// Σd^2 by (R + 2) u Σd^2 relative; the double folds add nothing that matters. M2 = Σd^2 -
+// (Σd)^2/n amplifies Σd^2's error by Σd^2 / M2 = 1 + ((mean - c) / sd)^2, which the kernel
+// holds at most `float_reshift_ratio` (else a second pass around the mean, from L1). With
+// R = 8 and ratio 2: variance within 20 u = 1.2e-6, standard deviation 6e-7, mean 8 u √2 sd =
+// 6.7e-7 sd, L2 norm 6e-7 — inside the 1e-6 contract with room for the folds.
+inline constexpr std::size_t float_run_groups = 8;
+inline constexpr double float_reshift_ratio = 1.5;
+// Squares in float must neither overflow nor underflow: a float sum that overflows reads as
+// non-finite and sends the block to the exact kernel, and a block whose largest |x - c| is
+// below 2^-40 (squares below 2^-80, where flushed or denormal squares of its smaller
+// deviations would matter) goes there too. Vanishing gradients of 1e-12 pay the exact price.
+inline constexpr double float_min_deviation = 0x1p-40;
+
+template <std::size_t L>
+struct float_vectors {
+  typedef float f32 __attribute__((vector_size(L * 4)));
+  typedef float f32h __attribute__((vector_size(L * 2)));
+  typedef std::int32_t i32 __attribute__((vector_size(L * 4)));
+  typedef double f64h __attribute__((vector_size(L * 4)));
+  typedef std::uint16_t u16 __attribute__((vector_size(L * 2)));
+  typedef std::int16_t i16x2 __attribute__((vector_size(L * 4)));  // 2L 16-bit lanes
+  typedef std::uint8_t u8 __attribute__((vector_size(L)));
+};
+
+struct float_pass_sums {
+  float lo = 0.0f, hi = 0.0f;  // extrema (seeded with the block's first element)
+  std::uint64_t zeros = 0;
+  double s = 0.0, q = 0.0;  // Σd, Σd^2 with d = x - c
+};
+
+// One pass over a block around the float shift `c`. Returns false when the block holds a
+// non-finite element or a float sum overflowed; the caller then takes the exact kernel.
+// bf16 is read two elements per 32-bit lane (the high one is a float once its low half is
+// cleared, the low one once shifted up), which saves the widening of each element; the two
+// halves keep accumulators of their own (so a run still sums R terms per lane, and the adds
+// form two chains), and zeros are counted in 16-bit lanes, both halves by one compare.
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline bool float_pass(const typename F::element* x, std::size_t n, float c,
+                                              float_pass_sums& out) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  using f32h = typename V::f32h;
+  using f64h = typename V::f64h;
+  using storage = typename F::storage;
+  constexpr bool pairs = std::is_same_v<F, fmt_bf16>;
+  constexpr std::size_t per_group = pairs ? 2 * L : L;  // elements per vector load
+  constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
+  constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
+  constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
+  const float first = value_of<F>(F::bits(x[0]));
+  f32 lo = f32{} + first, hi = lo;
+  const f32 cv = f32{} + c;
+  i32 zero = {}, bad = {};
+  using i16x2 = typename V::i16x2;
+  i16x2 zero16 = {};  // bf16: per 16-bit lane, at most block_elems / (2 L) <= 2048
+  f64h s0 = {}, s1 = {}, q0 = {}, q1 = {};
+  auto take = [&](const f32& v, f32& s, f32& q) {
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    const f32 d = v - cv;
+    s += d;
+    q += d * d;
+  };
+  auto fold = [&](const f32& s, const f32& q) {  // a run's float sums into the double lanes
+    f32h a, b;
+    std::memcpy(&a, &s, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&s) + sizeof a, sizeof b);
+    s0 += __builtin_convertvector(a, f64h);
+    s1 += __builtin_convertvector(b, f64h);
+    std::memcpy(&a, &q, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&q) + sizeof a, sizeof b);
+    q0 += __builtin_convertvector(a, f64h);
+    q1 += __builtin_convertvector(b, f64h);
+  };
+  const std::size_t groups = n / per_group;
+  for (std::size_t g = 0; g < groups;) {
+    const std::size_t run_end = std::min(groups, g + float_run_groups);
+    f32 s = {}, q = {}, s2 = {}, q2 = {};
+    for (; g < run_end; ++g) {
+      const auto* p = x + g * per_group;
+      __builtin_prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes);
+      i32 u;
+      if constexpr (pairs || sizeof(storage) == 4) {
+        std::memcpy(&u, p, sizeof u);
+      } else if constexpr (sizeof(storage) == 2) {
+        typename V::u16 raw;
+        std::memcpy(&raw, p, sizeof raw);
+        u = __builtin_convertvector(raw, i32);
+      } else {
+        typename V::u8 raw;
+        std::memcpy(&raw, p, sizeof raw);
+        u = __builtin_convertvector(raw, i32);
+      }
+      if constexpr (pairs) {  // non-finite bf16 widen to non-finite floats: caught by the sums
+        zero16 -= (__builtin_bit_cast(i16x2, u) & static_cast<std::int16_t>(abs_mask)) == 0;
+        take(__builtin_bit_cast(f32, u & static_cast<std::int32_t>(0xffff0000u)), s, q);
+        take(__builtin_bit_cast(f32, u << 16), s2, q2);
+      } else {
+        const i32 a = u & abs_mask;
+        if constexpr (!F::widens_non_finite) {
+          if constexpr (F::has_inf) bad |= a >= inf_bits;
+          else bad |= a == inf_bits;
+        }
+        zero -= a == 0;
+        f32 v;
+        if constexpr (F::sign_shift == F::mag_shift) {
+          v = __builtin_bit_cast(f32, u << F::mag_shift);
+        } else {
+          v = __builtin_bit_cast(f32, ((u & sign_bit) << F::sign_shift) | (a << F::mag_shift));
+        }
+        if constexpr (F::scale != 1.0f) v *= F::scale;
+        take(v, s, q);
+      }
+    }
+    fold(s, q);
+    if constexpr (pairs) fold(s2, q2);
+  }
+  // The tail (fewer than one vector): in double, element by element.
+  float tlo = first, thi = first;
+  double ts = 0.0, tq = 0.0;
+  for (std::size_t i = groups * per_group; i < n; ++i) {
+    const std::uint32_t u = F::bits(x[i]);
+    const auto a = static_cast<storage>(u & F::abs_mask);
+    if (!is_finite_bits<F>(a)) return false;
+    out.zeros += static_cast<std::uint64_t>(a == 0);
+    const float v = value_of<F>(u);
+    tlo = v < tlo ? v : tlo;
+    thi = v > thi ? v : thi;
+    const double d = static_cast<double>(v) - static_cast<double>(c);
+    ts += d;
+    tq += d * d;
+  }
+  std::array<std::int32_t, L> bad_l, zero_l;
+  std::memcpy(bad_l.data(), &bad, sizeof bad);
+  std::memcpy(zero_l.data(), &zero, sizeof zero);
+  std::array<std::int16_t, 2 * L> zero16_l;
+  std::memcpy(zero16_l.data(), &zero16, sizeof zero16);
+  for (auto z : zero16_l) out.zeros += static_cast<std::uint16_t>(z);
+  std::array<float, L> lo_l, hi_l;
+  std::memcpy(lo_l.data(), &lo, sizeof lo);
+  std::memcpy(hi_l.data(), &hi, sizeof hi);
+  std::array<double, L> s_l, q_l;
+  std::memcpy(s_l.data(), &s0, sizeof s0);
+  std::memcpy(s_l.data() + L / 2, &s1, sizeof s1);
+  std::memcpy(q_l.data(), &q0, sizeof q0);
+  std::memcpy(q_l.data() + L / 2, &q1, sizeof q1);
+  double s = 0.0, q = 0.0;
+  for (std::size_t j = 0; j < L; ++j) {  // fixed order
+    if (bad_l[j] != 0) return false;
+    out.zeros += static_cast<std::uint32_t>(zero_l[j]);
+    tlo = lo_l[j] < tlo ? lo_l[j] : tlo;
+    thi = hi_l[j] > thi ? hi_l[j] : thi;
+    s += s_l[j];
+    q += q_l[j];
+  }
+  s += ts;
+  q += tq;
+  // By bits: a NaN or Inf element, or a float sum that overflowed, leaves a non-finite sum
+  // (exact under -ffast-math too).
+  constexpr std::uint64_t exp_mask = 0x7ff0000000000000ull;
+  if ((std::bit_cast<std::uint64_t>(s) & exp_mask) == exp_mask ||
+      (std::bit_cast<std::uint64_t>(q) & exp_mask) == exp_mask) {
+    return false;
+  }
+  out.lo = tlo;
+  out.hi = thi;
+  out.s = s;
+  out.q = q;
+  return true;
+}
+
+// One block of a format of 32 bits or fewer with the float-accumulating pass; blocks it
+// cannot take (a non-finite element, a float overflow, deviations below 2^-40, a mean that a
+// second pass cannot centre) go to block_stats_narrow, the exact kernel.
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline tensor_stats block_stats_float(const typename F::element* x,
+                                                             std::size_t n) noexcept {
+  using storage = typename F::storage;
+  constexpr std::size_t samples = 16;
+  if (n < samples) return block_stats_narrow<F>(x, n);
+  // The shift: the mean of 16 elements spread over the block (its error is a quarter of the
+  // spread on Gaussian data, so the second pass that a shift more than one sd from the mean
+  // needs runs for about 1 block in 16000). A non-finite sample means the exact kernel.
+  double c_sum = 0.0;
+  for (std::size_t k = 0; k < samples; ++k) {
+    const std::uint32_t u = F::bits(x[k * (n / samples)]);
+    if (!is_finite_bits<F>(static_cast<storage>(u & F::abs_mask))) return block_stats_narrow<F>(x, n);
+    c_sum += static_cast<double>(value_of<F>(u));
+  }
+  float c = static_cast<float>(c_sum / samples);
+  float_pass_sums r;
+  if (!float_pass<F, L>(x, n, c, r)) return block_stats_narrow<F>(x, n);
+  const double nf = static_cast<double>(n);
+  const double deviation = std::max(static_cast<double>(r.hi) - c, c - static_cast<double>(r.lo));
+  if (deviation != 0.0 && deviation < float_min_deviation) return block_stats_narrow<F>(x, n);
+  if (needs_reshift(r.s, r.q, nf, float_reshift_ratio)) {
+    c = static_cast<float>(static_cast<double>(c) + r.s / nf);
+    float_pass_sums again;
+    if (!float_pass<F, L>(x, n, c, again) || needs_reshift(again.s, again.q, nf, float_reshift_ratio)) {
+      return block_stats_narrow<F>(x, n);
+    }
+    r.s = again.s;
+    r.q = again.q;
+  }
+  tensor_stats out;
+  out.count = n;
+  out.zeros = r.zeros;
+  finish_from_shifted_sums(out, r.lo, r.hi, c, r.s, r.q, n);
+  return out;
+}
+
+// One kernel per ISA: the same source, compiled for each vector width. GCC and Clang inline
+// the always_inline workers into these, so every loop is built for the function's target.
+template <class F>
+tensor_stats block_stats_portable(const typename F::element* x, std::size_t n) noexcept {
+  return block_stats_float<F, lanes>(x, n);
+}
+#ifdef MLDIAG_HOST_DISPATCH
+template <class F>
+__attribute__((target("avx2,fma"))) tensor_stats block_stats_avx2(const typename F::element* x,
+                                                                  std::size_t n) noexcept {
+  return block_stats_float<F, 8>(x, n);
+}
+template <class F>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) tensor_stats block_stats_avx512(
+    const typename F::element* x, std::size_t n) noexcept {
+  return block_stats_float<F, 16>(x, n);
+}
+#endif
+#endif  // MLDIAG_HOST_VECTORS
+
 // One block of float64: a first look for the classes and the largest magnitude, then the
 // moments of the values scaled by 2^-e (exact), so that no square overflows or underflows.
 inline tensor_stats block_stats_f64(const double* x, std::size_t n) noexcept {
@@ -489,8 +731,22 @@ inline tensor_stats block_stats_f64(const double* x, std::size_t n) noexcept {
 
 template <class F>
 tensor_stats block_stats(const typename F::element* x, std::size_t n) noexcept {
-  if constexpr (std::is_same_v<F, fmt_f64>) return block_stats_f64(x, n);
-  else return block_stats_narrow<F>(x, n);
+  if constexpr (std::is_same_v<F, fmt_f64>) {
+    return block_stats_f64(x, n);
+  } else {
+#ifdef MLDIAG_HOST_VECTORS
+#ifdef MLDIAG_HOST_DISPATCH
+    switch (active_host_isa()) {
+      case host_isa::avx512: return block_stats_avx512<F>(x, n);
+      case host_isa::avx2: return block_stats_avx2<F>(x, n);
+      case host_isa::portable: break;
+    }
+#endif
+    return block_stats_portable<F>(x, n);
+#else
+    return block_stats_narrow<F>(x, n);
+#endif
+  }
 }
 
 // Walks a strided layout in logical (row-major) order from a starting index, one element at

@@ -236,8 +236,9 @@ MLDIAG_HOST_DEVICE inline void finish_from_shifted_sums(tensor_stats& out, doubl
 // ones), and is rare enough on real data not to cost: the shift is the median of three
 // elements, and a Gaussian block needs it 7.9 sigma out.
 inline constexpr double reshift_ratio = 64.0;
-MLDIAG_HOST_DEVICE inline bool needs_reshift(double s, double q, double nf) noexcept {
-  return s * (s / nf) * reshift_ratio > q * (reshift_ratio - 1.0);
+MLDIAG_HOST_DEVICE inline bool needs_reshift(double s, double q, double nf,
+                                             double ratio = reshift_ratio) noexcept {
+  return s * (s / nf) * ratio > q * (ratio - 1.0);
 }
 
 }  // namespace detail
