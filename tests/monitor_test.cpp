@@ -212,3 +212,29 @@ TEST_CASE("each diagnosis localizes and ranks causes by its own symptom") {
   CHECK(since.front() < 60);
   CHECK(since.back() >= 200);
 }
+
+TEST_CASE("observe_logits records the row entropy on the rows and steps the config samples") {
+  std::vector<float> scores(8 * 16);
+  for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>(i % 5) * 0.5f;
+  const auto expected = mldiag::entropy_from_logits(scores, 16);
+  mldiag::monitor every_row;
+  mldiag::monitor sampled({.entropy = {.row_stride = 4, .every = 2}});
+  for (int step = 0; step < 4; ++step) {
+    for (auto* m : {&every_row, &sampled}) {
+      m->observe_loss(1.0);
+      m->observe_logits("attn", scores, 16);
+      (void)m->end_step();
+    }
+  }
+  const auto& all = every_row.evidence().past();
+  const auto& some = sampled.evidence().past();
+  REQUIRE(all.size() == 4);
+  REQUIRE(some.size() == 4);
+  for (std::size_t k = 0; k < 4; ++k) {
+    REQUIRE(all[k].attention.size() == 1);
+    CHECK(all[k].attention[0].stats == expected);
+    // Steps 0 and 2 read rows {0, 4} and then {1, 5}; steps 1 and 3 record nothing.
+    CHECK(some[k].attention.size() == (k % 2 == 0 ? 1u : 0u));
+    if (k % 2 == 0) CHECK(some[k].attention[0].stats.rows == 2);
+  }
+}

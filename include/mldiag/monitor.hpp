@@ -53,6 +53,10 @@ struct monitor_config {
   /// wrong from a checkpoint as from scratch. An `initial_loss` entry in `detectors` is kept.
   bool from_checkpoint = false;
   std::vector<detector_entry> detectors = {};
+  /// Which rows and steps `observe_logits` reads (stats/entropy.hpp). The default, every row
+  /// on every step, is what the measurements in docs/benchmarks.md chose: with the float-lane
+  /// entropy the monitor stays under 3% of a step on the example transformer without sampling.
+  entropy_sampling entropy = {};
 };
 
 
@@ -143,6 +147,18 @@ class monitor {
   void observe_rank_step_times(std::span<const double> seconds) { ensure_open(); recorder_.record_rank_step_times(seconds); }
   void observe_layer_time(std::string_view layer, double seconds) { ensure_open(); recorder_.record_layer_time(layer, seconds); }
   void observe_entropy(std::string_view name, const entropy_stats& e) { ensure_open(); recorder_.record_entropy(name, e); }
+  /// The row entropy of logits (`[..., row_len]`, -inf entries masked: attention scores
+  /// before the softmax, router logits), recorded under `name` on the rows and steps that
+  /// `monitor_config::entropy` selects; on the other steps nothing is recorded for `name`.
+  ///
+  /// **Example**: `mon.observe_logits("layers.3.attn", scores, context);`
+  template <tensor V>
+  void observe_logits(std::string_view name, const V& logits, std::int64_t row_len) {
+    ensure_open();
+    const std::int64_t step = recorder_.current().step;
+    if (!config_.entropy.due(step)) return;
+    recorder_.record_entropy(name, entropy_from_logits(as_tensor_ref(name, logits), row_len, config_.entropy, step));
+  }
   void observe_router_load(std::string_view name, std::span<const double> loads) {
     ensure_open();
     recorder_.record_router_load(name, loads);

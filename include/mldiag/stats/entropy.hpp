@@ -45,7 +45,11 @@ struct entropy_stats {
 
   /// Adds one row's entropy `h` with support `n`.
   MLDIAG_HOST_DEVICE void add_row(double h, std::uint64_t n) noexcept {
-    const double norm = n > 1 ? h / std::log(static_cast<double>(n)) : 0.0;
+    add_row(h, n, n > 1 ? std::log(static_cast<double>(n)) : 0.0);
+  }
+  /// The same with log(n) given (rows of one length share it: one log per tensor).
+  MLDIAG_HOST_DEVICE void add_row(double h, std::uint64_t n, double log_n) noexcept {
+    const double norm = n > 1 ? h / log_n : 0.0;
     ++rows;
     sum += h;
     min = detail::lesser(min, h);
@@ -74,6 +78,35 @@ struct entropy_stats {
                                                           const entropy_stats& b) noexcept {
   return a.merge(b);
 }
+
+/// Which rows of a tensor of rows the row entropy reads, and on which steps: every
+/// `row_stride`-th row, starting at a row that rotates with the step so that every row is
+/// read once in `row_stride` sampled steps, on every `every`-th step. The default reads every
+/// row on every step. The mean over a sample estimates the mean over all rows without bias;
+/// the sampled min and max lie inside the true ones.
+///
+/// **Example**
+/// ```cpp
+/// mldiag::entropy_sampling s{.row_stride = 4, .every = 2};
+/// if (s.due(step)) rec.record_entropy("attn.3", mldiag::entropy_from_logits(scores, 32, s, step));
+/// ```
+struct entropy_sampling {
+  std::uint32_t row_stride = 1;  ///< read rows first, first + stride, ... (1: all)
+  std::uint32_t every = 1;       ///< read on steps divisible by this (1: every step)
+  /// Whether step `step` is one the policy reads (false for a zero `every`: an invalid policy
+  /// reads nothing rather than divide by zero; `entropy_from_logits` refuses it with a message).
+  [[nodiscard]] constexpr bool due(std::int64_t step) const noexcept {
+    return every != 0 && step % static_cast<std::int64_t>(every) == 0;
+  }
+  /// The first row read at step `step`: (step / every) mod row_stride, so that consecutive
+  /// sampled steps read consecutive offsets.
+  [[nodiscard]] constexpr std::uint64_t first_row(std::int64_t step) const noexcept {
+    if (row_stride <= 1 || every == 0) return 0;
+    const std::int64_t k = step / static_cast<std::int64_t>(every);
+    const auto stride = static_cast<std::int64_t>(row_stride);
+    return static_cast<std::uint64_t>(((k % stride) + stride) % stride);
+  }
+};
 
 /// The state of an online log-sum-exp over a row of logits: running max `m`,
 /// S = sum e^(x - m), U = sum (x - m) e^(x - m); the entropy of softmax(row) is
@@ -233,29 +266,268 @@ void entropy_rows_typed(entropy_input kind, std::uint64_t rows, std::uint64_t ro
   }
 }
 
+#ifdef MLDIAG_HOST_VECTORS
+// ---- Row entropy of logits in float lanes (issue 18) ----
+// The online log-sum-exp above costs one double exp per element (about 8 ns: the monitor's
+// largest cost on the example transformer, docs/benchmarks.md). Here a row is read twice
+// from L1: its maximum m and its classes first, then e = exp(x - m) in float lanes with the
+// polynomial below, S = Σe and U = Σ(x - m)e in float over runs of `float_run_groups`
+// vectors folded into double, and H = log S - U/S in double once per row. The error bound
+// (tests/stats/entropy_test.cpp checks it against long double softmax): each e within 2 ulp
+// of e^(x - m) (x - m itself rounded once), runs adding (R - 1) u, so S and U within about
+// 12 u = 7e-7 relative; H = log S - U/S is then within 7e-7 + 1.4e-6 |U/S| nats, which is at
+// most 2e-6 (1 + log n) nats for a row of support n. Float64 logits keep the exact path.
+
+// e^x in float lanes for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7
+// polynomial for e^r, 2^n from the exponent bits; at most 2 ulp). Below -87.3 (or -inf)
+// the result is 0, where e^x is below float's normal range: at most 1e-38 of a row whose
+// largest term is 1.
+// (Vectors by reference: no function here takes or returns one by value, so no ABI depends
+// on the target.)
+template <std::size_t L>
+[[gnu::always_inline]] inline void exp_nonpositive(const typename float_vectors<L>::f32& x,
+                                                   typename float_vectors<L>::f32& result) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  const f32 zero = {};
+  const i32 underflow = x < -87.3f;
+  const f32 xc = underflow ? zero : x;  // keeps -inf and tiny x out of the arithmetic
+  constexpr float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const f32 t = xc * 1.44269504088896341f + round_magic;
+  const f32 n = t - round_magic;  // round(x / ln 2), in [-126, 0]
+  const f32 r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 in two parts
+  f32 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const f32 er = p * (r * r) + r + 1.0f;
+  const i32 bits = (__builtin_bit_cast(i32, t) - __builtin_bit_cast(std::int32_t, round_magic) + 127) << 23;
+  const f32 e = er * __builtin_bit_cast(f32, bits);
+  result = underflow ? zero : e;
+}
+
+// The entropy of `rows` contiguous rows of `row_len` logits of format F (fp32, bf16, fp16)
+// into `out`, as entropy_rows_typed does for logits: -inf entries masked, a row with a NaN
+// or +Inf or with every entry -inf invalid.
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline void logit_rows_float(const typename F::element* x, std::uint64_t rows,
+                                                    std::uint64_t row_len, entropy_stats& out) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  using f32h = typename V::f32h;
+  using f64h = typename V::f64h;
+  using storage = typename F::storage;
+  constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
+  constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
+  constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
+  const std::size_t len = static_cast<std::size_t>(row_len);
+  const std::size_t groups = len / L;
+  const double log_len = std::log(static_cast<double>(len));
+  // Loads L elements at p as their float values and their magnitude bits.
+  auto load = [](const typename F::element* p, f32& v, i32& a) {
+    i32 u;
+    if constexpr (sizeof(storage) == 4) {
+      std::memcpy(&u, p, sizeof u);
+    } else {
+      typename V::u16 raw;
+      std::memcpy(&raw, p, sizeof raw);
+      u = __builtin_convertvector(raw, i32);
+    }
+    a = u & abs_mask;
+    if constexpr (F::sign_shift == F::mag_shift) {
+      v = __builtin_bit_cast(f32, u << F::mag_shift);
+    } else {
+      v = __builtin_bit_cast(f32, ((u & sign_bit) << F::sign_shift) | (a << F::mag_shift));
+      if constexpr (F::scale != 1.0f) v *= F::scale;
+      // fp16's infinities widen to finite floats: make them infinities again, so that the
+      // classes below and the masking of -inf work on the float alone.
+      const f32 inf = f32{} + HUGE_VALF;
+      v = a == inf_bits ? (v < 0.0f ? -inf : inf) : v;
+      v = a > inf_bits ? f32{} + __builtin_nanf("") : v;
+    }
+  };
+  for (std::uint64_t row = 0; row < rows; ++row, x += len) {
+    // Pass 1: the largest finite value, and whether anything is NaN or +Inf.
+    f32 mx = f32{} - HUGE_VALF;
+    i32 top_bits = i32{} + std::numeric_limits<std::int32_t>::min(), top_abs = {};
+    for (std::size_t g = 0; g < groups; ++g) {
+      f32 v;
+      i32 a;
+      load(x + g * L, v, a);
+      // NaN or +Inf from the float's bits by two integer maxima (checked after the loop):
+      // GCC 12 turns vector compares here into scalar ones for 16 lanes (AVX-512 ran 2.7x
+      // slower than AVX2 with `v != v`, 2026-12-03), never an integer max.
+      const i32 fb = __builtin_bit_cast(i32, v);
+      const i32 fa = fb & 0x7fffffff;
+      top_bits = fb > top_bits ? fb : top_bits;  // >= +Inf's bits: +Inf or a positive NaN
+      top_abs = fa > top_abs ? fa : top_abs;     // > Inf's magnitude: a NaN of either sign
+      mx = v > mx ? v : mx;
+    }
+    float m = -HUGE_VALF;
+    bool invalid = false;
+    {
+      std::array<float, L> ml;
+      std::array<std::int32_t, L> bl, al;
+      std::memcpy(ml.data(), &mx, sizeof mx);
+      std::memcpy(bl.data(), &top_bits, sizeof top_bits);
+      std::memcpy(al.data(), &top_abs, sizeof top_abs);
+      for (std::size_t j = 0; j < L; ++j) {
+        m = ml[j] > m ? ml[j] : m;
+        invalid |= bl[j] >= 0x7f800000 || al[j] > 0x7f800000;
+      }
+    }
+    for (std::size_t i = groups * L; i < len; ++i) {
+      const auto u = F::bits(x[i]);
+      const int c = entropy_class<F>(u);
+      if (c == 1) invalid = true;
+      else if (c == 0) m = std::max(m, value_of<F>(u));
+    }
+    if (invalid || m == -HUGE_VALF) {  // a NaN or +Inf, or every entry -inf
+      ++out.invalid_rows;
+      continue;
+    }
+    // Pass 2: S and U around m, and the support (entries above -inf).
+    const f32 mv = f32{} + m;
+    f64h s0 = {}, s1 = {}, u0 = {}, u1 = {};
+    i32 masked = {};
+    auto fold = [](const f32& v, f64h& lo, f64h& hi) {
+      f32h a, b;
+      std::memcpy(&a, &v, sizeof a);
+      std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+      lo += __builtin_convertvector(a, f64h);
+      hi += __builtin_convertvector(b, f64h);
+    };
+    for (std::size_t g = 0; g < groups;) {
+      const std::size_t run_end = std::min(groups, g + float_run_groups);
+      f32 sf = {}, uf = {};
+      for (; g < run_end; ++g) {
+        f32 v;
+        i32 a;
+        load(x + g * L, v, a);
+        masked -= v == -HUGE_VALF;
+        const f32 d = v - mv;  // <= 0; -inf for masked entries
+        f32 e;
+        exp_nonpositive<L>(d, e);
+        sf += e;
+        uf += (e == 0.0f ? f32{} : d) * e;  // masked and underflowed entries add nothing
+      }
+      fold(sf, s0, s1);
+      fold(uf, u0, u1);
+    }
+    double S = 0.0, U = 0.0;
+    std::uint64_t support = len;
+    {
+      std::array<double, L> sl, ul;
+      std::array<std::int32_t, L> kl;
+      std::memcpy(sl.data(), &s0, sizeof s0);
+      std::memcpy(sl.data() + L / 2, &s1, sizeof s1);
+      std::memcpy(ul.data(), &u0, sizeof u0);
+      std::memcpy(ul.data() + L / 2, &u1, sizeof u1);
+      std::memcpy(kl.data(), &masked, sizeof masked);
+      for (std::size_t j = 0; j < L; ++j) {  // fixed order
+        S += sl[j];
+        U += ul[j];
+        support -= static_cast<std::uint64_t>(kl[j]);
+      }
+    }
+    for (std::size_t i = groups * L; i < len; ++i) {  // the tail, in double
+      const auto u = F::bits(x[i]);
+      if (entropy_class<F>(u) == 2) {
+        --support;
+        continue;
+      }
+      const double d = static_cast<double>(value_of<F>(u)) - static_cast<double>(m);
+      const double e = std::exp(d);
+      S += e;
+      U += e == 0.0 ? 0.0 : d * e;
+    }
+    const double h = std::log(S) - U / S;
+    if (!(h == h)) ++out.invalid_rows;  // NaN: no finite row gives one; counted, never clamped
+    else if (support == len) out.add_row(h < 0.0 ? 0.0 : h, support, log_len);
+    else out.add_row(h < 0.0 ? 0.0 : h, support);
+  }
+}
+
 template <class F>
-entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64_t row_len) {
+void logit_rows_portable(const typename F::element* x, std::uint64_t rows, std::uint64_t row_len,
+                         entropy_stats& out) noexcept {
+  logit_rows_float<F, lanes>(x, rows, row_len, out);
+}
+#ifdef MLDIAG_HOST_DISPATCH
+template <class F>
+__attribute__((target("avx2,fma"))) void logit_rows_avx2(const typename F::element* x, std::uint64_t rows,
+                                                         std::uint64_t row_len, entropy_stats& out) noexcept {
+  logit_rows_float<F, 8>(x, rows, row_len, out);
+}
+template <class F>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void logit_rows_avx512(
+    const typename F::element* x, std::uint64_t rows, std::uint64_t row_len, entropy_stats& out) noexcept {
+  logit_rows_float<F, 16>(x, rows, row_len, out);
+}
+#endif
+
+// The float-lane path where it applies (contiguous fp32, bf16 or fp16 logits); false elsewhere.
+template <class F>
+bool logit_rows_fast(const typename F::element* x, std::uint64_t rows, std::uint64_t row_len,
+                     entropy_stats& out) noexcept {
+  if constexpr (std::is_same_v<F, fmt_f32> || std::is_same_v<F, fmt_bf16> || std::is_same_v<F, fmt_f16>) {
+#ifdef MLDIAG_HOST_DISPATCH
+    switch (active_host_isa()) {
+      case host_isa::avx512: logit_rows_avx512<F>(x, rows, row_len, out); return true;
+      case host_isa::avx2: logit_rows_avx2<F>(x, rows, row_len, out); return true;
+      case host_isa::portable: break;
+    }
+#endif
+    logit_rows_portable<F>(x, rows, row_len, out);
+    return true;
+  } else {
+    (void)x, (void)rows, (void)row_len, (void)out;
+    return false;
+  }
+}
+#endif  // MLDIAG_HOST_VECTORS
+
+template <class F>
+entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64_t row_len,
+                            std::uint64_t first_row = 0, std::uint64_t row_stride = 1) {
   using element = typename F::element;
   entropy_stats out;
   const std::uint64_t rows = t.numel() / row_len;
   const auto* base = static_cast<const element*>(t.data());
-  if (t.is_contiguous()) {
-    std::uint64_t i = 0;
-    entropy_rows_typed<F>(kind, rows, row_len, [&] { return base[i++]; }, out);
-  } else {
-    strided_cursor cursor(t.layout(), 0);
-    entropy_rows_typed<F>(kind, rows, row_len, [&] {
-      const element e = base[cursor.offset()];
-      cursor.next();
-      return e;
-    }, out);
+  // One call per sampled row when sampling, all rows in one call otherwise.
+  const std::uint64_t per_call = row_stride == 1 ? rows : 1;
+  for (std::uint64_t r = first_row; r < rows; r += row_stride == 1 ? rows : row_stride) {
+    if (t.is_contiguous()) {
+      const element* row = base + r * row_len;
+#ifdef MLDIAG_HOST_VECTORS
+      if (kind == entropy_input::logits && logit_rows_fast<F>(row, per_call, row_len, out)) continue;
+#endif
+      std::uint64_t i = 0;
+      entropy_rows_typed<F>(kind, per_call, row_len, [&] { return row[i++]; }, out);
+    } else {
+      strided_cursor cursor(t.layout(), r * row_len);
+      entropy_rows_typed<F>(kind, per_call, row_len, [&] {
+        const element e = base[cursor.offset()];
+        cursor.next();
+        return e;
+      }, out);
+    }
   }
   return out;
 }
 
 inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len,
-                                      entropy_input kind, std::string_view who) {
+                                      entropy_input kind, std::string_view who,
+                                      const entropy_sampling& sampling = {}, std::int64_t step = 0) {
   require_host(t, who);
+  if (sampling.row_stride == 0 || sampling.every == 0) {
+    fail(who, t.name(), "entropy_sampling with row_stride " + std::to_string(sampling.row_stride) +
+                            " and every " + std::to_string(sampling.every) +
+                            ": both must be at least 1 (1 and 1 read every row on every step)");
+  }
   if (row_len <= 0) {
     fail(who, t.name(), "row length " + std::to_string(row_len) + " is not positive");
   }
@@ -265,7 +537,8 @@ inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len,
                             std::to_string(row_len) + "; pass the length of the last dimension");
   }
   return with_format(t.dtype(), [&](auto tag) {
-    return entropy_typed<typename decltype(tag)::type>(t, kind, len);
+    return entropy_typed<typename decltype(tag)::type>(t, kind, len, sampling.first_row(step),
+                                                       sampling.row_stride);
   });
 }
 
@@ -303,6 +576,21 @@ template <tensor V>
 template <tensor V>
 [[nodiscard]] entropy_stats entropy_from_logits(const V& x, std::int64_t row_len) {
   return entropy_from_logits(as_tensor_ref({}, x), row_len);
+}
+
+/// The same over the rows that `sampling` selects at step `step` (every `row_stride`-th row,
+/// rotating with the step). It does not look at `sampling.every`: ask `sampling.due(step)`
+/// before calling, and record nothing on the steps in between (`monitor::observe_logits`
+/// does both). Throws `mldiag::error` for a stride or period of 0.
+[[nodiscard]] inline entropy_stats entropy_from_logits(const tensor_ref& t, std::int64_t row_len,
+                                                       const entropy_sampling& sampling, std::int64_t step) {
+  return detail::entropy_dispatch(t, row_len, detail::entropy_input::logits, "entropy_from_logits",
+                                  sampling, step);
+}
+template <tensor V>
+[[nodiscard]] entropy_stats entropy_from_logits(const V& x, std::int64_t row_len, const entropy_sampling& sampling,
+                                                std::int64_t step) {
+  return entropy_from_logits(as_tensor_ref({}, x), row_len, sampling, step);
 }
 
 }  // namespace mldiag
