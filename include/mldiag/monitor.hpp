@@ -204,7 +204,8 @@ class monitor {
   }
 
   /// Closes the step and runs the detectors. The returned findings stay valid until the
-  /// next end_step(). Allocates nothing on a step where nothing fires (after warm-up).
+  /// next end_step(). Allocates nothing on a step where nothing fires, from the second step
+  /// on (the first learns the names and reserves the history for steps like it).
   std::span<const finding> end_step();
 
   /// Attaches a report (see monitor_sink); the monitor owns it from now on.

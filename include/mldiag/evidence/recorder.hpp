@@ -25,13 +25,19 @@ namespace mldiag {
 
 /// The last `capacity` snapshots, oldest first. The ring is allocated at construction; a
 /// push copies into a slot, whose vectors keep their capacity, so memory stops growing once
-/// the largest step has been seen and never grows with the length of the run.
+/// the largest step has been seen and never grows with the length of the run. The first push
+/// reserves every slot for a step like it, so that later steps of the same shape allocate
+/// nothing — from the second step on, not only once every slot has been used (issue 18).
 class history {
  public:
   explicit history(std::size_t capacity) : ring_(capacity) {
     if (capacity == 0) throw error("history: capacity 0; keep at least one step");
   }
   void push(const snapshot& s) {
+    if (!reserved_) {
+      for (auto& slot : ring_) slot.reserve_like(s);
+      reserved_ = true;
+    }
     ring_[(start_ + size_) % ring_.size()] = s;
     if (size_ < ring_.size()) ++size_;
     else start_ = (start_ + 1) % ring_.size();
@@ -55,6 +61,7 @@ class history {
  private:
   std::vector<snapshot> ring_;
   std::size_t start_ = 0, size_ = 0;
+  bool reserved_ = false;
 };
 
 /// Records one step at a time: `begin_step`, then any of the `record_*` calls, then

@@ -207,6 +207,24 @@ struct snapshot {
     rank_step_times.clear();
   }
 
+  /// Reserves room in every vector for as many entries as `o` holds (a history slot that has
+  /// not been used yet, made ready for steps like `o`: issue 18's quiet path allocates
+  /// nothing after the first step).
+  void reserve_like(const snapshot& o) {
+    gradients.reserve(o.gradients.size());
+    parameters.reserve(o.parameters.size());
+    activations.reserve(o.activations.size());
+    residual_inputs.reserve(o.residual_inputs.size());
+    block_outputs.reserve(o.block_outputs.size());
+    updates.reserve(o.updates.size());
+    inputs.reserve(o.inputs.size());
+    drift.reserve(o.drift.size());
+    attention.reserve(o.attention.size());
+    routers.reserve(o.routers.size());
+    layer_times.reserve(o.layer_times.size());
+    rank_step_times.reserve(o.rank_step_times.size());
+  }
+
   /// The tensors of a role.
   [[nodiscard]] const std::vector<tensor_evidence>& of(role r) const noexcept {
     switch (r) {
