@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "mldiag/stats/entropy.hpp"
+#include "mldiag/stats/host_engine.hpp"
 
 #include "wide_reference.hpp"
 
@@ -351,4 +352,31 @@ TEST_CASE("entropy sampling reads every row_stride-th row, rotating, on every k-
     CHECK(std::string(e.what()).rfind("mldiag:", 0) == 0);
     CHECK(std::string(e.what()).find("row_stride 0") != std::string::npos);
   }
+}
+
+TEST_CASE("row entropy on an engine's threads equals the calling thread's, bit for bit") {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal(0.0, 2.5);
+  std::vector<float> z(1000 * 64);
+  for (auto& v : z) v = static_cast<float>(normal(rng));
+  z[77 * 64 + 3] = NAN;
+  std::vector<double> p(300 * 10);
+  for (auto& v : p) v = std::fabs(normal(rng));
+  const mldiag::entropy_sampling s{.row_stride = 3};
+  const auto alone = mldiag::entropy_from_logits(z, 64), alone_s = mldiag::entropy_from_logits(z, 64, s, 5);
+  const auto probs = mldiag::entropy_from_probs(p, 10);
+  for (unsigned threads : {1u, 2u, 8u}) {
+    mldiag::host_engine engine(threads);
+    CAPTURE(threads);
+    CHECK(mldiag::entropy_from_logits(engine, z, 64) == alone);
+    CHECK(mldiag::entropy_from_logits(engine, z, 64, s, 5) == alone_s);
+    CHECK(mldiag::entropy_from_probs(engine, p, 10) == probs);
+  }
+  CHECK(alone.rows == 999);
+  CHECK(alone.invalid_rows == 1);
+  // Fewer rows than chunks, and none at all.
+  mldiag::host_engine engine(2);
+  const std::vector<float> two = {0, 1, 2, 3, 3, 2, 1, 0};
+  CHECK(mldiag::entropy_from_logits(engine, two, 4) == mldiag::entropy_from_logits(two, 4));
+  CHECK(mldiag::entropy_from_logits(engine, std::vector<float>{}, 4).rows == 0);
 }

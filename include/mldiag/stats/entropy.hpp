@@ -10,12 +10,17 @@
 #include "mldiag/stats/compute.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 namespace mldiag {
+
+class host_engine;  // stats/host_engine.hpp: included by whoever has one
 
 /// Entropy of the rows of a tensor, in nats, summarized: mean, min and max over rows, and the
 /// same for the entropy normalized by log(support) (1 = uniform, 0 = one-hot). Mergeable:
@@ -490,16 +495,22 @@ bool logit_rows_fast(const typename F::element* x, std::uint64_t rows, std::uint
 }
 #endif  // MLDIAG_HOST_VECTORS
 
+// The selected rows (first_row, first_row + row_stride, ...) are cut into at most
+// `entropy_chunks` chunks by their count alone; each chunk's rows are summed in order and the
+// chunks merged in order, so the result is the same on the calling thread and on any number
+// of an engine's threads (the partials live on the stack: 256 x 64 bytes, no allocation).
+inline constexpr std::uint64_t entropy_chunks = 256;
+
+// The entropy of the selected rows [j0, j1) of a tensor of format F.
 template <class F>
-entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64_t row_len,
-                            std::uint64_t first_row = 0, std::uint64_t row_stride = 1) {
+void entropy_chunk(const tensor_ref& t, entropy_input kind, std::uint64_t row_len, std::uint64_t first_row,
+                   std::uint64_t row_stride, std::uint64_t j0, std::uint64_t j1, entropy_stats& out) noexcept {
   using element = typename F::element;
-  entropy_stats out;
-  const std::uint64_t rows = t.numel() / row_len;
   const auto* base = static_cast<const element*>(t.data());
-  // One call per sampled row when sampling, all rows in one call otherwise.
-  const std::uint64_t per_call = row_stride == 1 ? rows : 1;
-  for (std::uint64_t r = first_row; r < rows; r += row_stride == 1 ? rows : row_stride) {
+  // Consecutive rows in one call when every row is read, one call per sampled row otherwise.
+  const std::uint64_t per_call = row_stride == 1 ? j1 - j0 : 1;
+  for (std::uint64_t j = j0; j < j1; j += per_call) {
+    const std::uint64_t r = first_row + j * row_stride;
     if (t.is_contiguous()) {
       const element* row = base + r * row_len;
 #ifdef MLDIAG_HOST_VECTORS
@@ -516,12 +527,36 @@ entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64
       }, out);
     }
   }
+}
+
+// `run(job)` runs job(worker) on every worker of an engine (host_engine::run), or on the
+// calling thread alone.
+template <class F, class Runner>
+entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64_t row_len, std::uint64_t first_row,
+                            std::uint64_t row_stride, Runner&& run) {
+  const std::uint64_t rows = t.numel() / row_len;
+  const std::uint64_t selected = first_row < rows ? (rows - first_row + row_stride - 1) / row_stride : 0;
+  const std::uint64_t chunks = std::min(entropy_chunks, selected);
+  std::array<entropy_stats, entropy_chunks> parts;
+  std::atomic<std::uint64_t> next{0};
+  auto job = [&](unsigned) {
+    for (;;) {
+      const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= chunks) return;
+      parts[k] = {};
+      entropy_chunk<F>(t, kind, row_len, first_row, row_stride, selected * k / chunks, selected * (k + 1) / chunks,
+                       parts[k]);
+    }
+  };
+  run(job);
+  entropy_stats out;
+  for (std::uint64_t k = 0; k < chunks; ++k) out.merge(parts[k]);
   return out;
 }
 
-inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len,
-                                      entropy_input kind, std::string_view who,
-                                      const entropy_sampling& sampling = {}, std::int64_t step = 0) {
+template <class Runner>
+entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entropy_input kind, std::string_view who,
+                               const entropy_sampling& sampling, std::int64_t step, Runner&& run) {
   require_host(t, who);
   if (sampling.row_stride == 0 || sampling.every == 0) {
     fail(who, t.name(), "entropy_sampling with row_stride " + std::to_string(sampling.row_stride) +
@@ -538,8 +573,15 @@ inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len,
   }
   return with_format(t.dtype(), [&](auto tag) {
     return entropy_typed<typename decltype(tag)::type>(t, kind, len, sampling.first_row(step),
-                                                       sampling.row_stride);
+                                                       sampling.row_stride, run);
   });
+}
+
+// On the calling thread.
+inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entropy_input kind,
+                                      std::string_view who, const entropy_sampling& sampling = {},
+                                      std::int64_t step = 0) {
+  return entropy_dispatch(t, row_len, kind, who, sampling, step, [](auto& job) { job(0u); });
 }
 
 }  // namespace detail
@@ -591,6 +633,26 @@ template <tensor V>
 [[nodiscard]] entropy_stats entropy_from_logits(const V& x, std::int64_t row_len, const entropy_sampling& sampling,
                                                 std::int64_t step) {
   return entropy_from_logits(as_tensor_ref({}, x), row_len, sampling, step);
+}
+
+/// The same on `engine`'s threads (`<mldiag/stats/host_engine.hpp>`): rows are cut into at
+/// most 256 chunks by their count alone and merged in order, so the result is bit-identical
+/// to the calling thread's and for any number of threads. No allocation.
+///
+/// **Example**: `auto e = mldiag::entropy_from_logits(engine, scores, context);`
+template <class Engine, tensor V>
+  requires std::same_as<Engine, host_engine>
+[[nodiscard]] entropy_stats entropy_from_logits(Engine& engine, const V& x, std::int64_t row_len,
+                                                const entropy_sampling& sampling = {}, std::int64_t step = 0) {
+  return detail::entropy_dispatch(as_tensor_ref({}, x), row_len, detail::entropy_input::logits,
+                                  "entropy_from_logits", sampling, step, [&](auto& job) { engine.run(job); });
+}
+/// Entropy of probability rows on `engine`'s threads, as `entropy_from_logits(engine, ...)`.
+template <class Engine, tensor V>
+  requires std::same_as<Engine, host_engine>
+[[nodiscard]] entropy_stats entropy_from_probs(Engine& engine, const V& x, std::int64_t row_len) {
+  return detail::entropy_dispatch(as_tensor_ref({}, x), row_len, detail::entropy_input::probabilities,
+                                  "entropy_from_probs", {}, 0, [&](auto& job) { engine.run(job); });
 }
 
 }  // namespace mldiag
