@@ -264,8 +264,9 @@ int main(int argc, char** argv) try {
       const bool ok = r.trained(), is_healthy = r.spec.planted == zoo::fault::none;
       ++(is_healthy ? healthy : faulted);
       if (!ok) ++(is_healthy ? healthy_failed : faulted_failed);
-      std::printf("%s  %.1f s  loss %.4f -> %.4f  val %.4f -> %.4f  trained %s\n", line(r.spec).c_str(), r.seconds,
-                  r.initial_loss, r.final_loss, r.val_first, r.val_last, ok ? "yes" : "no");
+      std::printf("%s  %.1f s  loss %.4f -> %.4f  val %.4f -> %.4f  trained %s  monitor %.1f%% of the step\n",
+                  line(r.spec).c_str(), r.seconds, r.initial_loss, r.final_loss, r.val_first, r.val_last,
+                  ok ? "yes" : "no", 100.0 * r.run.monitor_seconds_per_step / r.run.seconds_per_step);
     }
     std::printf("\nhealthy runs that did not train: %d of %d", healthy_failed, healthy);
     if (faulted > 0)

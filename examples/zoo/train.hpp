@@ -611,6 +611,7 @@ struct sampler {
 inline result train(const run_spec& s, const data& d) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
+  double monitor_seconds = 0.0;  // observe_* calls (with the update's sub_out) and end_step
   result res;
   res.spec = s;
   res.run.example = s.family;
@@ -762,12 +763,14 @@ inline result train(const run_spec& s, const data& d) {
     }
     if (u.after_update) u.after_update(step);
 
+    const auto monitor_start = clock::now();  // the monitor's share: issue 18's overhead target
     mon.begin_step(step);
     mon.observe_loss(loss_value);
     mon.observe_lr(lr);
     mon.observe_grad_norm(norm);
     if (f == fault::logged_nan_grad_norm_amp) mon.observe_loss_scale(loss_scale);
     observe_module(mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
+    monitor_seconds += std::chrono::duration<double>(clock::now() - monitor_start).count();
     if ((step + 1) % val_every == 0 || step + 1 == s.steps) {
       torch::NoGradGuard no_grad;
       model.eval();
@@ -796,7 +799,9 @@ inline result train(const run_spec& s, const data& d) {
       seen_val = true;
       res.val_last = v;
     }
+    const auto close_start = clock::now();
     examples::close_step(res.run, hooks, mon, step, loss_value);
+    monitor_seconds += std::chrono::duration<double>(clock::now() - close_start).count();
   }
   const auto& L = res.run.losses;
   const auto n = static_cast<std::ptrdiff_t>(L.size());
@@ -804,6 +809,7 @@ inline result train(const run_spec& s, const data& d) {
   res.initial_loss = std::accumulate(L.begin(), L.begin() + head, 0.0) / static_cast<double>(head);
   res.final_loss = std::accumulate(L.end() - tail, L.end(), 0.0) / static_cast<double>(tail);
   res.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  examples::finish(res.run, res.seconds, monitor_seconds);
   return res;
 }
 
