@@ -320,7 +320,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
 
   // Previous parameter values, for the updates (role::update).
   const auto named = net->named_parameters();
+  // The monitor reads each update with one fused pass (mldiag::update_stats); the peer forms
+  // it with LibTorch ops into `update`.
   std::vector<torch::Tensor> previous, update;
+  std::vector<mldiag::tensor_stats> update_of(named.size());
   for (const auto& p : named) {
     previous.push_back(p.value().detach().clone());
     update.push_back(torch::empty_like(p.value()));
@@ -419,9 +422,8 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         const auto& p = named[i].value();
         if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
         mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p.detach()));
-        torch::sub_out(update[i], p.detach(), previous[i]);
-        previous[i].copy_(p.detach());
-        mon.observe(mldiag::role::update, key, mldiag::compute_stats(update[i]));
+        update_of[i] = mldiag::update_stats(previous[i], p.detach());
+        mon.observe(mldiag::role::update, key, update_of[i]);
       }
       for (const auto& t : tap.tensors) mon.observe(t.role, t.name, mldiag::compute_stats(t.t));
       mon.observe(mldiag::role::activation, "logits", mldiag::compute_stats(loss_input.detach()));
@@ -463,7 +465,8 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         if (named[i].value().grad().defined())
           std::printf("    %-32s grad rms %.3g  update/param %.3g\n", named[i].key().c_str(),
                       mldiag::compute_stats(named[i].value().grad()).rms(),
-                      mldiag::compute_stats(update[i]).l2_norm() / mldiag::compute_stats(named[i].value().detach()).l2_norm());
+                      (mode == stats_mode::torch_peer ? mldiag::compute_stats(update[i]) : update_of[i]).l2_norm() /
+                          mldiag::compute_stats(named[i].value().detach()).l2_norm());
     }
     close_step(r, o, mon, step, loss_value);
     monitor_seconds += since(tm);

@@ -50,13 +50,10 @@ struct taps {
 /// A parameter's value before the optimizer step, to observe the update (new minus old);
 /// a copy of every parameter, fine for the zoo's small models.
 struct previous_values {
-  std::vector<torch::Tensor> old, update;
+  std::vector<torch::Tensor> old;  ///< the parameters' values at the last step (update_stats keeps them)
   mldiag::gradient_persistence persist;  ///< consecutive gradients' cosine (gradients never zeroed)
   explicit previous_values(torch::nn::Module& m) {
-    for (const auto& p : m.named_parameters()) {
-      old.push_back(p.value().detach().clone());
-      update.push_back(torch::empty_like(p.value()));
-    }
+    for (const auto& p : m.named_parameters()) old.push_back(p.value().detach().clone());
   }
 };
 
@@ -72,9 +69,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     const auto& p = named[i].value();
     if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
     mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p.detach()));
-    torch::sub_out(prev.update[i], p.detach(), prev.old[i]);
-    prev.old[i].copy_(p.detach());
-    mon.observe(mldiag::role::update, key, mldiag::compute_stats(prev.update[i]));
+    mon.observe(mldiag::role::update, key, mldiag::update_stats(prev.old[i], p.detach()));
   }
   if (const auto c = mldiag::gradient_cosines_of(prev.persist, m)) mon.observe_grad_cosines(*c);
   if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));

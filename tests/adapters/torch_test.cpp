@@ -41,7 +41,9 @@ void check_against_torch(const at::Tensor& t) {
   CHECK(s.max == p.amax);
   CHECK(s.min == p.amin);
   CHECK(s.max_abs == p.absmax);
-  CHECK(s.l2_norm() == doctest::Approx(p.norm).epsilon(1e-12));
+  // The contract of docs/stats.md: 1e-12 for float64, 1e-6 for the narrower formats (summed in
+  // float lanes since issue 18).
+  CHECK(s.l2_norm() == doctest::Approx(p.norm).epsilon(t.scalar_type() == at::kDouble ? 1e-12 : 1e-6));
 }
 
 }  // namespace
@@ -66,8 +68,10 @@ TEST_CASE("entropy of torch logits agrees with torch's softmax entropy") {
   const at::Tensor logp = torch::log_softmax(logits.to(at::kDouble), -1);
   const at::Tensor h = -(logp.exp() * logp).sum(-1);
   CHECK(e.rows == 64);
-  CHECK(e.mean() == doctest::Approx(h.mean().item<double>()).epsilon(1e-12));
-  CHECK(e.max == doctest::Approx(h.max().item<double>()).epsilon(1e-12));
+  // fp32 logits: each row within 2e-6 (1 + ln n) nats (docs/stats.md).
+  const double tol = 2e-6 * (1.0 + std::log(33.0));
+  CHECK(std::fabs(e.mean() - h.mean().item<double>()) <= tol);
+  CHECK(std::fabs(e.max - h.max().item<double>()) <= tol);
 }
 
 TEST_CASE("a module's parameters and gradients are recorded in layer order") {
@@ -86,7 +90,7 @@ TEST_CASE("a module's parameters and gradients are recorded in layer order") {
   CHECK(rec.names()[s.parameters[3].id] == "2.bias");
   const auto params = net->named_parameters();
   CHECK(s.gradients[2].stats.l2_norm() ==
-        doctest::Approx(torch::linalg_vector_norm(params["2.weight"].grad().to(at::kDouble), 2).item<double>()).epsilon(1e-12));
+        doctest::Approx(torch::linalg_vector_norm(params["2.weight"].grad().to(at::kDouble), 2).item<double>()).epsilon(1e-6));
   CHECK(s.activations.size() == 1);
 }
 
@@ -102,7 +106,7 @@ TEST_CASE("router load and logits entropy come from the router's tensors") {
   CHECK(s.routers[0].dead == 1);
   CHECK(s.routers[0].max_over_mean == doctest::Approx(2.0));  // 3 / (6 / 4)
   REQUIRE(s.attention.size() == 1);
-  CHECK(s.attention[0].stats.normalized_mean() == doctest::Approx(1.0).epsilon(1e-12));  // uniform logits
+  CHECK(s.attention[0].stats.normalized_mean() == doctest::Approx(1.0).epsilon(1e-6));  // uniform logits
 }
 
 TEST_CASE("integer tensors are refused with a message") {
@@ -131,8 +135,8 @@ TEST_CASE("the monitor observes torch tensors as they are (no compute_stats)") {
   REQUIRE(s.gradients.size() == 1);
   REQUIRE(s.activations.size() == 1);
   CHECK(mon.evidence().names()[s.gradients[0].id] == "fc.weight");
-  CHECK(s.gradients[0].stats.l2_norm() == doctest::Approx(torch_norm(g)).epsilon(1e-12));
-  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(strided)).epsilon(1e-12));
+  CHECK(s.gradients[0].stats.l2_norm() == doctest::Approx(torch_norm(g)).epsilon(1e-6));
+  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(strided)).epsilon(1e-6));
   CHECK(s.activations[0].stats.count == 60);
 }
 
@@ -162,8 +166,8 @@ TEST_CASE("module_observer: parameters, gradients and updates of one step, again
   for (std::size_t i = 0; i < 4; ++i) {
     const auto& p = params[i].value();
     CHECK(mon.evidence().names()[s.updates[i].id] == params[i].key());
-    CHECK(s.parameters[i].stats.l2_norm() == doctest::Approx(torch_norm(p)).epsilon(1e-12));
-    CHECK(s.gradients[i].stats.l2_norm() == doctest::Approx(torch_norm(p.grad())).epsilon(1e-12));
+    CHECK(s.parameters[i].stats.l2_norm() == doctest::Approx(torch_norm(p)).epsilon(1e-6));
+    CHECK(s.gradients[i].stats.l2_norm() == doctest::Approx(torch_norm(p.grad())).epsilon(1e-6));
     // The update is what this step's optimizer did: the parameters after minus before.
     CHECK(s.updates[i].stats.l2_norm() == doctest::Approx(torch_norm(p.detach() - before[i])).epsilon(1e-6));
   }
@@ -199,6 +203,36 @@ TEST_CASE("activation_tap: a training forward's activations, not an evaluation's
   REQUIRE(s.activations.size() == 1);
   CHECK(mon.evidence().names()[s.activations[0].id] == "fc1.relu");
   const at::Tensor h = torch::relu(net.fc1->forward(x)).detach();
-  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(h)).epsilon(1e-12));
+  CHECK(s.activations[0].stats.l2_norm() == doctest::Approx(torch_norm(h)).epsilon(1e-6));
   CHECK(s.activations[0].stats.zeros == (h == 0).sum().item<std::int64_t>());
+}
+
+TEST_CASE("update_stats on torch tensors: fused where contiguous, a subtraction where not") {
+  torch::manual_seed(3);
+  const auto p = torch::randn({64, 33});
+  auto previous = p.clone();
+  const auto moved = p + 1e-3 * torch::randn({64, 33});
+  const auto want = mldiag::compute_stats(moved - previous);
+  CHECK(mldiag::update_stats(previous, moved) == want);  // float: bit for bit
+  CHECK(torch::equal(previous, moved));
+  // bf16: the exact difference (formed in float), against double arithmetic on the same values.
+  const auto pb = p.to(torch::kBFloat16);
+  auto previous_b = pb.clone();
+  const auto moved_b = (p + 0.05 * torch::randn({64, 33})).to(torch::kBFloat16);
+  const auto exact = moved_b.to(torch::kDouble) - pb.to(torch::kDouble);
+  const auto got = mldiag::update_stats(previous_b, moved_b);
+  CHECK(got.l2_norm() == doctest::Approx(torch::linalg_vector_norm(exact, 2, {}, false, {}).item<double>()).epsilon(1e-6));
+  CHECK(torch::equal(previous_b, moved_b));
+  // A transposed parameter takes the subtraction path and gives the same statistics.
+  auto previous_t = p.t().contiguous().t();  // same values, column-major
+  CHECK_FALSE(previous_t.is_contiguous());
+  const auto got_t = mldiag::update_stats(previous_t, moved);
+  CHECK(got_t.count == want.count);
+  CHECK(got_t.l2_norm() == doctest::Approx(want.l2_norm()).epsilon(1e-12));
+  CHECK(torch::equal(previous_t, moved));
+  // A kept copy of another size or dtype is an error that says what to do.
+  auto wrong = torch::zeros({3});
+  CHECK_THROWS_WITH_AS((void)mldiag::update_stats(wrong, moved), doctest::Contains("p.detach().clone()"), mldiag::error);
+  auto wrong_type = p.to(torch::kDouble);
+  CHECK_THROWS_AS((void)mldiag::update_stats(wrong_type, moved), mldiag::error);
 }

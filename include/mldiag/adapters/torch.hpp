@@ -9,6 +9,7 @@
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
+#include "mldiag/stats/update.hpp"
 
 #include <torch/torch.h>
 
@@ -65,6 +66,43 @@ namespace mldiag {
 /// pass, without a copy.
 [[nodiscard]] inline tensor_stats compute_stats(const at::Tensor& t) {
   return compute_stats(as_tensor_ref({}, t));
+}
+
+/// The statistics of `current - previous` (a parameter's update) and then `previous =
+/// current`, fused: one pass over both CPU tensors where they are contiguous with the same
+/// dtype (stats/update.hpp), a subtraction and a copy otherwise. `previous` is the caller's
+/// kept copy (`p.detach().clone()` once). Throws `mldiag::error` when the sizes or dtypes differ.
+///
+/// **Example**: `mon.observe(mldiag::role::update, name, mldiag::update_stats(previous[i], p));`
+[[nodiscard]] inline tensor_stats update_stats(at::Tensor& previous, const at::Tensor& current) {
+  if (previous.numel() != current.numel() || previous.scalar_type() != current.scalar_type()) {
+    throw error("update_stats: the previous values (" + std::to_string(previous.numel()) + " of " +
+                std::string(c10::toString(previous.scalar_type())) + ") do not match the parameter (" +
+                std::to_string(current.numel()) + " of " + std::string(c10::toString(current.scalar_type())) +
+                "); keep a copy made with p.detach().clone()");
+  }
+  const bool fused = previous.is_cpu() && current.is_cpu() && previous.is_contiguous() && current.is_contiguous();
+  const auto n = static_cast<std::size_t>(current.numel());
+  if (fused) {
+    switch (current.scalar_type()) {
+      case at::kFloat:
+        return update_stats(std::span<float>(previous.data_ptr<float>(), n),
+                            std::span<const float>(current.data_ptr<float>(), n));
+      case at::kDouble:
+        return update_stats(std::span<double>(previous.data_ptr<double>(), n),
+                            std::span<const double>(current.data_ptr<double>(), n));
+      case at::kBFloat16:  // c10::BFloat16 and mldiag::bfloat16 hold the same 16 bits
+        return update_stats(std::span<bfloat16>(static_cast<bfloat16*>(previous.data_ptr()), n),
+                            std::span<const bfloat16>(static_cast<const bfloat16*>(current.data_ptr()), n));
+      case at::kHalf:
+        return update_stats(std::span<half>(static_cast<half*>(previous.data_ptr()), n),
+                            std::span<const half>(static_cast<const half*>(current.data_ptr()), n));
+      default: break;
+    }
+  }
+  const at::Tensor difference = current.detach() - previous;
+  previous.copy_(current.detach());
+  return compute_stats(difference);
 }
 
 /// Row entropy over the last dimension of logits (attention scores, router logits).
@@ -228,11 +266,7 @@ class module_observer {
     const auto named = module_->named_parameters(/*recurse=*/true);
     if (options_.updates && previous_.size() != named.size()) {
       previous_.clear();
-      difference_.clear();
-      for (const auto& item : named) {
-        previous_.push_back(item.value().detach().clone());
-        difference_.push_back(torch::empty_like(item.value()));
-      }
+      for (const auto& item : named) previous_.push_back(item.value().detach().clone());
       first_ = true;
     }
     for (std::size_t i = 0; i < named.size(); ++i) {
@@ -241,11 +275,9 @@ class module_observer {
       if (options_.gradients && named[i].value().grad().defined()) mon.observe(role::gradient, key, named[i].value().grad());
       if (options_.parameters) mon.observe(role::parameter, key, p);
       if (options_.updates) {
-        if (!first_) {
-          torch::sub_out(difference_[i], p, previous_[i]);
-          mon.observe(role::update, key, difference_[i]);
-        }
-        previous_[i].copy_(p);
+        // One fused pass (update_stats) instead of a subtraction and a copy (issue 18).
+        const tensor_stats u = update_stats(previous_[i], p);
+        if (!first_) mon.observe(role::update, key, u);
       }
     }
     first_ = false;
@@ -258,7 +290,7 @@ class module_observer {
   const torch::nn::Module* module_;
   activation_tap* tap_ = nullptr;
   module_observer_options options_;
-  std::vector<at::Tensor> previous_, difference_;
+  std::vector<at::Tensor> previous_;
   gradient_persistence persist_;
   bool first_ = true;
 };
