@@ -64,17 +64,19 @@ double stats_bytes_per_step(const examples::lm::corpus& text, const examples::lm
 int main(int argc, char** argv) try {
   bool quick = false;
   examples::lm::shape shape;  // the examples' transformer; --batch and --context change it
+  int entropy_stride = 1;     // monitor_config::entropy.row_stride (1: every attention row)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) shape.batch = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--context") == 0 && i + 1 < argc) shape.context = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--entropy-stride") == 0 && i + 1 < argc) entropy_stride = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "mldiag: unknown flag %s\nusage: mldiag-bench-overhead [--quick] [--batch N] [--context N]\n", argv[i]);
+      std::fprintf(stderr, "mldiag: unknown flag %s\nusage: mldiag-bench-overhead [--quick] [--batch N] [--context N] [--entropy-stride N]\n", argv[i]);
       return 2;
     }
   }
-  if (shape.batch < 1 || shape.context < 2) {
-    std::fprintf(stderr, "mldiag: --batch must be >= 1 and --context >= 2\n");
+  if (shape.batch < 1 || shape.context < 2 || entropy_stride < 1) {
+    std::fprintf(stderr, "mldiag: --batch and --entropy-stride must be >= 1 and --context >= 2\n");
     return 2;
   }
   torch::set_num_threads(1);
@@ -94,7 +96,9 @@ int main(int argc, char** argv) try {
   // Two rounds, best of each: the first warms caches and the allocator.
   for (int round = 0; round < 2; ++round) {
     for (auto& r : rows) {
-      mldiag::monitor mon(examples::lm::monitor_settings(text));
+      auto settings = examples::lm::monitor_settings(text);
+      settings.entropy.row_stride = static_cast<std::uint32_t>(entropy_stride);
+      mldiag::monitor mon(settings);
       const auto res = examples::lm::train(o, mon, text, shape, r.mode);
       const double step_ms = 1e3 * res.seconds_per_step, stats_ms = 1e3 * res.monitor_seconds_per_step;
       if (round == 0 || step_ms + stats_ms < r.step_ms + r.stats_ms) {
@@ -110,9 +114,11 @@ int main(int argc, char** argv) try {
   const double base_stats = rows[0].stats_ms;  // loss, lr and end_step alone
   const double mldiag_fraction = rows[1].stats_ms / step_ms, torch_fraction = rows[2].stats_ms / rows[2].step_ms;
 
-  std::printf("mldiag-bench-overhead: %s, %lld blocks, d=%lld, batch %lld x %lld tokens, %lld steps, 1 thread\n",
+  std::printf("mldiag-bench-overhead: %s, %lld blocks, d=%lld, batch %lld x %lld tokens, %lld steps, 1 thread, "
+              "attention entropy of every %d-th row, host ISA %s\n",
               text.source.c_str(), static_cast<long long>(shape.blocks), static_cast<long long>(shape.d),
-              static_cast<long long>(shape.batch), static_cast<long long>(shape.context), static_cast<long long>(o.steps));
+              static_cast<long long>(shape.batch), static_cast<long long>(shape.context), static_cast<long long>(o.steps),
+              entropy_stride, std::string(mldiag::host_isa_name(mldiag::active_host_isa())).c_str());
   std::printf("%-12s %14s %16s %12s\n", "statistics", "step (ms)", "statistics (ms)", "fraction");
   for (const auto& r : rows)
     std::printf("%-12s %14.3f %16.3f %11.2f%%\n", r.name, r.step_ms, r.stats_ms, 100.0 * r.stats_ms / r.step_ms);
@@ -120,9 +126,11 @@ int main(int argc, char** argv) try {
               100.0 * ceiling_ms / step_ms, bytes / 1e6, gbs);
   std::printf("{\"bench\":\"overhead\",\"quick\":%s,\"tokens_per_step\":%lld,\"steps\":%lld,\"step_ms\":%.4f,\"monitor_ms\":%.4f,"
               "\"monitor_base_ms\":%.4f,\"torch_peer_ms\":%.4f,\"ceiling_ms\":%.4f,\"bytes_per_step\":%.0f,"
-              "\"read_gbs\":%.2f,\"monitor_overhead_fraction\":%.5f,\"torch_peer_overhead_fraction\":%.5f}\n",
+              "\"read_gbs\":%.2f,\"monitor_overhead_fraction\":%.5f,\"torch_peer_overhead_fraction\":%.5f,"
+              "\"entropy_row_stride\":%d,\"isa\":\"%s\"}\n",
               quick ? "true" : "false", static_cast<long long>(shape.batch * shape.context), static_cast<long long>(o.steps), step_ms, rows[1].stats_ms, base_stats,
-              rows[2].stats_ms, ceiling_ms, bytes, gbs, mldiag_fraction, torch_fraction);
+              rows[2].stats_ms, ceiling_ms, bytes, gbs, mldiag_fraction, torch_fraction, entropy_stride,
+              std::string(mldiag::host_isa_name(mldiag::active_host_isa())).c_str());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -421,13 +421,17 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         const auto& key = named[i].key();
         const auto& p = named[i].value();
         if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
-        mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p.detach()));
-        update_of[i] = mldiag::update_stats(previous[i], p.detach());
+        // Read in place: no detach() (it builds a new tensor object; the statistics only read
+        // the memory, inside the NoGradGuard).
+        mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p));
+        update_of[i] = mldiag::update_stats(previous[i], p);
         mon.observe(mldiag::role::update, key, update_of[i]);
       }
       for (const auto& t : tap.tensors) mon.observe(t.role, t.name, mldiag::compute_stats(t.t));
       mon.observe(mldiag::role::activation, "logits", mldiag::compute_stats(loss_input.detach()));
-      for (const auto& [name, scores] : tap.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));
+      // The row entropy of every attention row, on the rows and steps monitor_config::entropy
+      // samples (all of them by default).
+      for (const auto& [name, scores] : tap.attention) mon.observe_logits(name, scores, scores.size(-1));
       for (const auto& rt : tap.routers) {
         const auto counts = torch::bincount(rt.assignment.reshape({-1}), {}, s.experts).to(torch::kDouble).contiguous();
         mon.observe_router_load(rt.name, std::span<const double>(counts.data_ptr<double>(), static_cast<std::size_t>(s.experts)));
