@@ -348,6 +348,22 @@ TEST_CASE("vanishing_gradients fires on tiny gradients and on a first-to-last la
   CHECK(g.front().where.front().first == "grad/embed");
 }
 
+TEST_CASE("name_tag searches each name once and allocates only for new names") {
+  mldiag::name_table names;
+  const auto embed_id = names.intern("tok.embed"), other_id = names.intern("layers.0.w");
+  mldiag::detectors::name_tag embed("embed");
+  CHECK(embed(names, embed_id));
+  CHECK_FALSE(embed(names, other_id));
+  const auto later = names.intern("pos.embed");  // a name interned after the first question
+  CHECK(embed(names, later));
+  const auto before = mldiag_test::allocations();
+  std::size_t found = 0;
+  for (std::uint32_t i = 0; i < 300; ++i)
+    found += embed(names, i % 3) ? 1 : 0;
+  CHECK(mldiag_test::allocations() == before);
+  CHECK(found == 200);
+}
+
 TEST_CASE("loss_not_decreasing fires on a flat loss and not on a learning run") {
   mldiag::detectors::loss_not_decreasing d;
   CHECK(run(d, 600, healthy).empty());

@@ -1271,7 +1271,7 @@ class saturation {
     }
   };
   saturation() : saturation(config{}) {}
-  explicit saturation(config c) : c_(std::move(c)) {}
+  explicit saturation(config c) : c_(std::move(c)), tanh_(c_.tanh_tag), sigmoid_(c_.sigmoid_tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"saturation", question::convergence, {symptoms::saturated_activations}};
   [[nodiscard]] std::string_view name() const { return about.name; }
@@ -1279,7 +1279,7 @@ class saturation {
     double worst = 0.0;
     std::uint32_t worst_id = 0;
     for (const auto& a : o.now.activations) {
-      const double bound = saturated_bound(o.names[a.id], a.stats);
+      const double bound = saturated_bound(o.names, a.id, a.stats);
       if (bound > worst) {
         worst = bound;
         worst_id = a.id;
@@ -1293,18 +1293,15 @@ class saturation {
   }
 
  private:
-  double saturated_bound(std::string_view tensor_name, const tensor_stats& s) const {
+  double saturated_bound(const name_table& names, std::uint32_t id, const tensor_stats& s) {
     if (s.finite() == 0) return 0.0;
+    const bool tanh = tanh_(names, id) && s.min >= -1.0 && s.max <= 1.0;
+    if (!tanh && !(sigmoid_(names, id) && s.min >= 0.0 && s.max <= 1.0)) return 0.0;
     const double mean = s.mean(), second = s.variance() + mean * mean;  // E[x^2]
-    if (tensor_name.find(c_.tanh_tag) != std::string_view::npos && s.min >= -1.0 && s.max <= 1.0) {
-      return (second - 0.81) / 0.19;
-    }
-    if (tensor_name.find(c_.sigmoid_tag) != std::string_view::npos && s.min >= 0.0 && s.max <= 1.0) {
-      return 1.0 - (mean - second) / 0.09;
-    }
-    return 0.0;
+    return tanh ? (second - 0.81) / 0.19 : 1.0 - (mean - second) / 0.09;
   }
   config c_;
+  name_tag tanh_, sigmoid_;
   edge fired_;
 };
 
@@ -1503,14 +1500,14 @@ class probabilities_as_logits {
     }
   };
   probabilities_as_logits() : probabilities_as_logits(config{}) {}
-  explicit probabilities_as_logits(config c) : c_(std::move(c)) {}
+  explicit probabilities_as_logits(config c) : c_(std::move(c)), logits_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"probabilities_as_logits", question::convergence, {symptoms::probabilities_as_logits}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const tensor_evidence* hit = nullptr;
     for (const auto& a : o.now.activations) {
-      if (o.names[a.id].find(c_.tag) == std::string_view::npos || a.stats.finite() < 2) continue;
+      if (!logits_(o.names, a.id) || a.stats.finite() < 2) continue;
       if (a.stats.min >= 0.0 && a.stats.max <= 1.0) hit = &a;
     }
     if (fired_.observe(hit != nullptr, c_.sustain)) {
@@ -1524,6 +1521,7 @@ class probabilities_as_logits {
 
  private:
   config c_;
+  name_tag logits_;
   edge fired_;
 };
 
