@@ -1357,24 +1357,29 @@ class frozen_parameters {
   static constexpr detector_info about{"frozen_parameters", question::convergence, {symptoms::frozen_parameters}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
-    if (state_.size() < o.names.size()) state_.resize(o.names.size());  // new names only
-    for (auto& st : state_) st.gradient = 0.0;
+    if (state_.size() < o.names.size()) {  // new names only
+      state_.resize(o.names.size());
+      gradients_.resize(o.names.size());
+    }
+    std::fill(gradients_.begin(), gradients_.end(), 0.0);
     // A gradient too small to move its parameter in float (a bias followed by BatchNorm, whose
     // gradient is 0 but for rounding: 11 false alarms in the zoo's BatchNorm CNNs) says nothing.
     // With the learning rate known (and not 0, which is what lr_zero looks like), the step
     // lr x max|g| is what must be visible against max|theta|.
     const double scale = o.now.has_lr && std::isfinite(o.now.lr) && o.now.lr > 0.0 ? o.now.lr : 1.0;
-    for (const auto& g : o.now.gradients) state_[g.id].gradient = scale * g.stats.max_abs;
+    for (const auto& g : o.now.gradients)
+      gradients_[g.id] = scale * g.stats.max_abs;
     for (const auto& p : o.now.parameters) {
       auto& st = state_[p.id];
-      const bool same = st.seen && st.last == p.stats;
-      const bool has_gradient = st.gradient > c_.min_gradient * std::max(p.stats.max_abs, 1e-30);
       // Unchanged steps count where a gradient asked it to move; a change starts over; an
       // unchanged step without one neither counts nor clears (no flicker on a bias whose
       // gradient hovers at the threshold).
-      if (!same) st.run = 0;
-      else if (has_gradient) ++st.run;
-      st.last = p.stats;
+      if (!(st.seen && st.last == p.stats)) {
+        st.run = 0;
+        st.last = p.stats;  // equal statistics need no copy (they compare equal to either)
+      } else if (gradients_[p.id] > c_.min_gradient * std::max(p.stats.max_abs, 1e-30)) {
+        ++st.run;
+      }
       st.seen = true;
       if (st.fired.rise(st.run + 1 >= c_.steps)) {
         finding f = make_finding(question::convergence, symptoms::frozen_parameters, severity::warning, o.now.step, name(),
@@ -1390,11 +1395,11 @@ class frozen_parameters {
     tensor_stats last;
     std::size_t run = 0;
     bool seen = false;
-    double gradient = 0.0;  // max |g| this step
     edge fired;
   };
   config c_;
-  std::vector<per_tensor> state_;
+  std::vector<per_tensor> state_;  // by name id
+  std::vector<double> gradients_;  // lr x max |g| this step, by name id (apart: reset every step)
 };
 
 /// Q1: update ratio ||delta theta|| / ||theta|| out of range for a parameter (its update
@@ -1444,11 +1449,21 @@ class update_ratio {
     double worst = 0.0, worst_ratio = 0.0;
     std::uint32_t worst_id = 0;
     bool any = false;
-    if (norms_.size() < o.names.size()) {  // new names only
+    if (params_.size() < o.names.size()) {  // new names only
+      params_.resize(o.names.size());
       norms_.resize(o.names.size());
       rates_.reserve(o.names.size());
     }
-    for (const auto& p : o.now.parameters) norms_[p.id] = p.stats.l2_norm();
+    // Norms only for the tensors updated this step: the statistics are kept (a copy costs a
+    // third of a norm) for an update recorded at a later step than its parameter.
+    for (const auto& p : o.now.parameters)
+      params_[p.id] = p.stats;
+    if (o.now.updates.empty()) {  // nothing to judge
+      (void)fired_.observe(false, c_.sustain);
+      return;
+    }
+    for (const auto& u : o.now.updates)
+      norms_[u.id] = params_[u.id].l2_norm();
     if (grads_.size() < o.names.size()) grads_.resize(o.names.size());
     // Where the step recorded gradients, a parameter without one got none (LibTorch leaves the
     // .grad() of an expert that no token reached undefined); where it recorded none, unknown.
@@ -1507,7 +1522,8 @@ class update_ratio {
  private:
   config c_;
   edge fired_;
-  std::vector<double> norms_;  // last parameter norm by id
+  std::vector<tensor_stats> params_;  // last parameter statistics by id
+  std::vector<double> norms_;         // their norms, for this step's updates, by id
   std::vector<double> grads_;  // this step's gradient norm by id (-1: the step recorded no gradients)
   std::vector<double> rates_;  // scratch: this step's ||update|| / ||gradient|| per weight matrix
 };
