@@ -348,6 +348,58 @@ TEST_CASE("vanishing_gradients fires on tiny gradients and on a first-to-last la
   CHECK(g.front().where.front().first == "grad/embed");
 }
 
+TEST_CASE("vanishing_gradients: the merged RMS decides the line wherever a bound cannot") {
+  // 64 tensors of 64 elements: the largest |g| over sqrt(4096) is far below the line at 1e-9,
+  // so the RMS comes from the merged statistics; one element of 1e-6 among zeros is decided
+  // by the bound (1.6e-8, far above the line), one of 1e-8 is not (its RMS is 64 times below).
+  const auto rms_findings = [](double value, bool single) {
+    mldiag::detectors::vanishing_gradients d;
+    mldiag::recorder rec(8);
+    std::vector<mldiag::finding> out;
+    std::vector<float> g(64);
+    for (int step = 0; step < 10; ++step) {
+      rec.begin_step(step);
+      for (int t = 0; t < 64; ++t) {
+        for (std::size_t i = 0; i < g.size(); ++i)
+          g[i] = single ? (t == 5 && i == 0 ? static_cast<float>(value) : 0.0f)
+                        : static_cast<float>(i % 2 ? value : -value);
+        rec.record(mldiag::role::gradient, "layers." + std::to_string(t), g);
+      }
+      const auto& now = rec.end_step();
+      d.observe({now, rec.past(), rec.names()}, out);
+    }
+    return out;
+  };
+  CHECK(rms_findings(1.5e-9, false).empty());
+  CHECK(rms_findings(1e-7, false).empty());
+  CHECK(rms_findings(1e-6, true).empty());
+  const auto f = rms_findings(0.9e-9, false);
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 0);
+  CHECK(f.front().evidence.front().first == "grad_rms");
+  CHECK(f.front().evidence.front().second == doctest::Approx(0.9e-9).epsilon(1e-6));
+  // Its largest |g| is above the line, its RMS 64 times below.
+  const auto one = rms_findings(1e-8, true);
+  REQUIRE(one.size() == 1);
+  CHECK(one.front().evidence.front().second == doctest::Approx(1e-8 / 64).epsilon(1e-6));
+}
+
+TEST_CASE("name_tag searches each name once and allocates only for new names") {
+  mldiag::name_table names;
+  const auto embed_id = names.intern("tok.embed"), other_id = names.intern("layers.0.w");
+  mldiag::detectors::name_tag embed("embed");
+  CHECK(embed(names, embed_id));
+  CHECK_FALSE(embed(names, other_id));
+  const auto later = names.intern("pos.embed");  // a name interned after the first question
+  CHECK(embed(names, later));
+  const auto before = mldiag_test::allocations();
+  std::size_t found = 0;
+  for (std::uint32_t i = 0; i < 300; ++i)
+    found += embed(names, i % 3) ? 1 : 0;
+  CHECK(mldiag_test::allocations() == before);
+  CHECK(found == 200);
+}
+
 TEST_CASE("loss_not_decreasing fires on a flat loss and not on a learning run") {
   mldiag::detectors::loss_not_decreasing d;
   CHECK(run(d, 600, healthy).empty());

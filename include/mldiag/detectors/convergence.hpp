@@ -971,15 +971,27 @@ class vanishing_gradients {
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& g = o.now.gradients;
     if (g.empty()) return;
-    tensor_stats all;
-    for (const auto& t : g) all.merge(t.stats);
+    // Counts and the largest magnitude decide most steps; the merged statistics of every
+    // gradient (4 us for 300 tensors, issue 18) are computed only where they decide, below.
+    std::uint64_t non_finite = 0, finite = 0;
+    double largest = 0.0;
+    for (const auto& t : g) {
+      non_finite += t.stats.non_finite();
+      finite += t.stats.finite();
+      largest = std::max(largest, t.stats.max_abs);
+    }
+    const auto merged_rms = [&] {
+      tensor_stats all;
+      for (const auto& t : g)
+        all.merge(t.stats);
+      return all.rms();
+    };
     // Gradients that hold NaN or Inf say nothing about vanishing (their few finite elements
     // are what is left of a blow-up): non_finite's business.
-    if (all.non_finite() > 0) {
+    if (non_finite > 0) {
       fired_.reset();
       return;
     }
-    const double rms = all.rms();
     // The input side: the first layer's largest gradient (see the class comment). The last
     // tensor stays the output side's, even where fewer than input_tensors + 1 are recorded.
     const std::size_t input_side = std::min(std::max<std::size_t>(c_.input_tensors, 1), std::max<std::size_t>(g.size() - 1, 1));
@@ -987,10 +999,15 @@ class vanishing_gradients {
     for (std::size_t i = 0; i < input_side; ++i) first = std::max(first, g[i].stats.rms());
     const double last = g.back().stats.rms();
     const double ratio = last > 0.0 ? first / last : 1.0;
-    const bool vanishing = all.finite() > 0 && (rms < c_.min_rms || (g.size() > 1 && ratio < c_.layer_ratio));
+    // Each element's square is in the mean square, so the RMS is at least the largest |g| over
+    // sqrt(elements): at twice the line (rounding moves the merged RMS by far less) it is above.
+    const bool above_line = largest / std::sqrt(static_cast<double>(finite)) > 2.0 * c_.min_rms;
+    const bool vanishing = finite > 0 && ((g.size() > 1 && ratio < c_.layer_ratio) ||
+                                          (!above_line && merged_rms() < c_.min_rms));
     if (fired_.observe(vanishing, c_.sustain)) {
-      finding f = make_finding(question::convergence, symptoms::vanishing_gradients, severity::warning, o.now.step, name(),
-                               {{"grad_rms", rms}, {"first_to_last_layer_rms_ratio", ratio}});
+      finding f = make_finding(
+          question::convergence, symptoms::vanishing_gradients, severity::warning, o.now.step,
+          name(), {{"grad_rms", merged_rms()}, {"first_to_last_layer_rms_ratio", ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back("grad/" + std::string(o.names[g.front().id]), first);
       out.push_back(std::move(f));
@@ -1042,12 +1059,17 @@ class loss_not_decreasing {
     const double start = first_.mean(), now = recent_.mean();
     const double improvement = (start - now) / std::fabs(start);
     const auto t = signals::slope(recent_);
-    const double g = o.now.global_grad_norm();
-    const bool gradients_normal = std::isnan(g) || (std::isfinite(g) && g > 0.0);
+    // The global gradient norm merges every gradient's statistics (4 us for 300 tensors, issue
+    // 18): asked for only where the loss has not improved.
+    const auto gradients_normal = [&] {
+      const double g = o.now.global_grad_norm();
+      return std::isnan(g) || (std::isfinite(g) && g > 0.0);
+    };
     // Cleared only by the improvement itself: a window's trend t-statistic passes -2 by chance
     // every few hundred steps of pure noise, which would re-arm the report.
     flat_ = flat_ ? improvement < 2.0 * c_.min_improvement
-                  : improvement < c_.min_improvement && !(t.t_stat < -c_.t_critical) && gradients_normal;
+                  : improvement < c_.min_improvement && !(t.t_stat < -c_.t_critical) &&
+                        gradients_normal();
     if (fired_.rise(flat_)) {
       out.push_back(make_finding(question::convergence, symptoms::loss_not_decreasing, severity::warning, o.now.step, name(),
                                  {{"initial_mean", start}, {"recent_mean", now}, {"improvement", improvement},
@@ -1147,20 +1169,29 @@ class oscillation {
     if (!o.now.has_loss || !std::isfinite(o.now.loss)) return;
     losses_.push(o.now.loss);
     if (!losses_.full()) return;
-    const auto t = signals::slope(losses_);
-    residuals_.clear();
-    for (std::size_t i = 0; i < losses_.size(); ++i) {
-      residuals_.push(losses_[i] - (t.intercept + t.slope * static_cast<double>(i)));
-    }
-    const double spread = residuals_.mad() / std::fabs(losses_.median());
     const double changes = signals::sign_change_rate(losses_);
-    if (fired_.rise(changes > c_.min_sign_changes && spread > c_.min_spread)) {
+    // The spread only where the sign changes are over their line: the residuals move with each
+    // new line, so their MAD is the one statistic here that costs a pass over the window
+    // (issue 18), and white noise (2/3) is far below the line.
+    const bool turning = changes > c_.min_sign_changes;
+    const double spread = turning ? residual_spread() : std::numeric_limits<double>::quiet_NaN();
+    if (fired_.rise(turning && spread > c_.min_spread)) {
       out.push_back(make_finding(question::convergence, symptoms::loss_oscillation, severity::warning, o.now.step, name(),
                                  {{"sign_change_rate", changes}, {"relative_spread", spread}}));
     }
   }
 
  private:
+  // The robust spread (MAD) of the losses around their least-squares line, over the median loss.
+  double residual_spread() {
+    const auto t = signals::slope(losses_);
+    residuals_.clear();
+    for (std::size_t i = 0; i < losses_.size(); ++i) {
+      residuals_.push(losses_[i] - (t.intercept + t.slope * static_cast<double>(i)));
+    }
+    return residuals_.mad() / std::fabs(losses_.median());
+  }
+
   config c_;
   signals::window losses_, residuals_;
   edge fired_;
@@ -1271,7 +1302,7 @@ class saturation {
     }
   };
   saturation() : saturation(config{}) {}
-  explicit saturation(config c) : c_(std::move(c)) {}
+  explicit saturation(config c) : c_(std::move(c)), tanh_(c_.tanh_tag), sigmoid_(c_.sigmoid_tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"saturation", question::convergence, {symptoms::saturated_activations}};
   [[nodiscard]] std::string_view name() const { return about.name; }
@@ -1279,7 +1310,7 @@ class saturation {
     double worst = 0.0;
     std::uint32_t worst_id = 0;
     for (const auto& a : o.now.activations) {
-      const double bound = saturated_bound(o.names[a.id], a.stats);
+      const double bound = saturated_bound(o.names, a.id, a.stats);
       if (bound > worst) {
         worst = bound;
         worst_id = a.id;
@@ -1293,18 +1324,15 @@ class saturation {
   }
 
  private:
-  double saturated_bound(std::string_view tensor_name, const tensor_stats& s) const {
+  double saturated_bound(const name_table& names, std::uint32_t id, const tensor_stats& s) {
     if (s.finite() == 0) return 0.0;
+    const bool tanh = tanh_(names, id) && s.min >= -1.0 && s.max <= 1.0;
+    if (!tanh && !(sigmoid_(names, id) && s.min >= 0.0 && s.max <= 1.0)) return 0.0;
     const double mean = s.mean(), second = s.variance() + mean * mean;  // E[x^2]
-    if (tensor_name.find(c_.tanh_tag) != std::string_view::npos && s.min >= -1.0 && s.max <= 1.0) {
-      return (second - 0.81) / 0.19;
-    }
-    if (tensor_name.find(c_.sigmoid_tag) != std::string_view::npos && s.min >= 0.0 && s.max <= 1.0) {
-      return 1.0 - (mean - second) / 0.09;
-    }
-    return 0.0;
+    return tanh ? (second - 0.81) / 0.19 : 1.0 - (mean - second) / 0.09;
   }
   config c_;
+  name_tag tanh_, sigmoid_;
   edge fired_;
 };
 
@@ -1329,24 +1357,29 @@ class frozen_parameters {
   static constexpr detector_info about{"frozen_parameters", question::convergence, {symptoms::frozen_parameters}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
-    if (state_.size() < o.names.size()) state_.resize(o.names.size());  // new names only
-    for (auto& st : state_) st.gradient = 0.0;
+    if (state_.size() < o.names.size()) {  // new names only
+      state_.resize(o.names.size());
+      gradients_.resize(o.names.size());
+    }
+    std::fill(gradients_.begin(), gradients_.end(), 0.0);
     // A gradient too small to move its parameter in float (a bias followed by BatchNorm, whose
     // gradient is 0 but for rounding: 11 false alarms in the zoo's BatchNorm CNNs) says nothing.
     // With the learning rate known (and not 0, which is what lr_zero looks like), the step
     // lr x max|g| is what must be visible against max|theta|.
     const double scale = o.now.has_lr && std::isfinite(o.now.lr) && o.now.lr > 0.0 ? o.now.lr : 1.0;
-    for (const auto& g : o.now.gradients) state_[g.id].gradient = scale * g.stats.max_abs;
+    for (const auto& g : o.now.gradients)
+      gradients_[g.id] = scale * g.stats.max_abs;
     for (const auto& p : o.now.parameters) {
       auto& st = state_[p.id];
-      const bool same = st.seen && st.last == p.stats;
-      const bool has_gradient = st.gradient > c_.min_gradient * std::max(p.stats.max_abs, 1e-30);
       // Unchanged steps count where a gradient asked it to move; a change starts over; an
       // unchanged step without one neither counts nor clears (no flicker on a bias whose
       // gradient hovers at the threshold).
-      if (!same) st.run = 0;
-      else if (has_gradient) ++st.run;
-      st.last = p.stats;
+      if (!(st.seen && st.last == p.stats)) {
+        st.run = 0;
+        st.last = p.stats;  // equal statistics need no copy (they compare equal to either)
+      } else if (gradients_[p.id] > c_.min_gradient * std::max(p.stats.max_abs, 1e-30)) {
+        ++st.run;
+      }
       st.seen = true;
       if (st.fired.rise(st.run + 1 >= c_.steps)) {
         finding f = make_finding(question::convergence, symptoms::frozen_parameters, severity::warning, o.now.step, name(),
@@ -1362,11 +1395,11 @@ class frozen_parameters {
     tensor_stats last;
     std::size_t run = 0;
     bool seen = false;
-    double gradient = 0.0;  // max |g| this step
     edge fired;
   };
   config c_;
-  std::vector<per_tensor> state_;
+  std::vector<per_tensor> state_;  // by name id
+  std::vector<double> gradients_;  // lr x max |g| this step, by name id (apart: reset every step)
 };
 
 /// Q1: update ratio ||delta theta|| / ||theta|| out of range for a parameter (its update
@@ -1416,11 +1449,21 @@ class update_ratio {
     double worst = 0.0, worst_ratio = 0.0;
     std::uint32_t worst_id = 0;
     bool any = false;
-    if (norms_.size() < o.names.size()) {  // new names only
+    if (params_.size() < o.names.size()) {  // new names only
+      params_.resize(o.names.size());
       norms_.resize(o.names.size());
       rates_.reserve(o.names.size());
     }
-    for (const auto& p : o.now.parameters) norms_[p.id] = p.stats.l2_norm();
+    // Norms only for the tensors updated this step: the statistics are kept (a copy costs a
+    // third of a norm) for an update recorded at a later step than its parameter.
+    for (const auto& p : o.now.parameters)
+      params_[p.id] = p.stats;
+    if (o.now.updates.empty()) {  // nothing to judge
+      (void)fired_.observe(false, c_.sustain);
+      return;
+    }
+    for (const auto& u : o.now.updates)
+      norms_[u.id] = params_[u.id].l2_norm();
     if (grads_.size() < o.names.size()) grads_.resize(o.names.size());
     // Where the step recorded gradients, a parameter without one got none (LibTorch leaves the
     // .grad() of an expert that no token reached undefined); where it recorded none, unknown.
@@ -1479,7 +1522,8 @@ class update_ratio {
  private:
   config c_;
   edge fired_;
-  std::vector<double> norms_;  // last parameter norm by id
+  std::vector<tensor_stats> params_;  // last parameter statistics by id
+  std::vector<double> norms_;         // their norms, for this step's updates, by id
   std::vector<double> grads_;  // this step's gradient norm by id (-1: the step recorded no gradients)
   std::vector<double> rates_;  // scratch: this step's ||update|| / ||gradient|| per weight matrix
 };
@@ -1503,14 +1547,14 @@ class probabilities_as_logits {
     }
   };
   probabilities_as_logits() : probabilities_as_logits(config{}) {}
-  explicit probabilities_as_logits(config c) : c_(std::move(c)) {}
+  explicit probabilities_as_logits(config c) : c_(std::move(c)), logits_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"probabilities_as_logits", question::convergence, {symptoms::probabilities_as_logits}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const tensor_evidence* hit = nullptr;
     for (const auto& a : o.now.activations) {
-      if (o.names[a.id].find(c_.tag) == std::string_view::npos || a.stats.finite() < 2) continue;
+      if (!logits_(o.names, a.id) || a.stats.finite() < 2) continue;
       if (a.stats.min >= 0.0 && a.stats.max <= 1.0) hit = &a;
     }
     if (fired_.observe(hit != nullptr, c_.sustain)) {
@@ -1524,6 +1568,7 @@ class probabilities_as_logits {
 
  private:
   config c_;
+  name_tag logits_;
   edge fired_;
 };
 

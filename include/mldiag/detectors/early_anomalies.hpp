@@ -372,13 +372,13 @@ class embedding_growth {
     }
   };
   embedding_growth() : embedding_growth(config{}) {}
-  explicit embedding_growth(config c) : c_(std::move(c)) {}
+  explicit embedding_growth(config c) : c_(std::move(c)), embedding_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     for (const auto& p : o.now.parameters) {
-      if (o.names[p.id].find(c_.tag) == std::string_view::npos) continue;
+      if (!embedding_(o.names, p.id)) continue;
       auto it = std::find_if(series_.begin(), series_.end(), [&](const auto& s) { return s.id == p.id; });
       if (it == series_.end()) it = series_.insert(series_.end(), {p.id, signals::window(c_.window), edge{}});  // once per tensor
       it->norms.push(p.stats.l2_norm());
@@ -417,6 +417,7 @@ class embedding_growth {
     edge fired;
   };
   config c_;
+  name_tag embedding_;
   std::vector<series> series_;
 };
 
