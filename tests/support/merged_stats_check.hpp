@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The merge-across-ranks contract (issue 10), checked one way by every test of it (MPI, the
-// NCCL algebra on the host, the NCCL kernels): counts and extrema bitwise, moments to 1e-12.
+// NCCL algebra on the host, the NCCL kernels): counts and extrema bitwise, moments to the
+// statistics' contract (1e-6, docs/stats.md): a rank's part is cut into other blocks than the
+// whole, and formats of 32 bits or fewer are summed in float lanes (issue 18), so the merged
+// moments agree with the whole's to the contract, no longer to 1e-12 (measured up to 7e-10).
 // Extrema compare with ==, which for doubles is bitwise except that +0 == -0: which zero a
 // min of {+0, -0} keeps depends on the order, in compute_stats as in any merge.
 #pragma once
@@ -14,7 +17,7 @@
 
 namespace mldiag_test {
 
-inline void check_merged(const mldiag::tensor_stats& got, const mldiag::tensor_stats& want) {
+inline void check_merged(const mldiag::tensor_stats& got, const mldiag::tensor_stats& want, double tol = 1e-6) {
   CHECK(got.count == want.count);
   CHECK(got.nan == want.nan);
   CHECK(got.pos_inf == want.pos_inf);
@@ -31,9 +34,9 @@ inline void check_merged(const mldiag::tensor_stats& got, const mldiag::tensor_s
   }
   // The mean relative to the spread too: a mean near 0 has no relative digits to keep.
   const double scale = std::fmax(std::fabs(want.mean()), want.stddev());
-  CHECK_MESSAGE(std::fabs(got.mean() - want.mean()) <= 1e-12 * scale, got.mean() << " vs " << want.mean());
-  CHECK_MESSAGE(std::fabs(got.stddev() - want.stddev()) <= 1e-12 * want.stddev(), got.stddev() << " vs " << want.stddev());
-  CHECK_MESSAGE(std::fabs(got.l2_norm() - want.l2_norm()) <= 1e-12 * want.l2_norm(), got.l2_norm() << " vs " << want.l2_norm());
+  CHECK_MESSAGE(std::fabs(got.mean() - want.mean()) <= tol * scale, got.mean() << " vs " << want.mean());
+  CHECK_MESSAGE(std::fabs(got.stddev() - want.stddev()) <= tol * want.stddev(), got.stddev() << " vs " << want.stddev());
+  CHECK_MESSAGE(std::fabs(got.l2_norm() - want.l2_norm()) <= tol * want.l2_norm(), got.l2_norm() << " vs " << want.l2_norm());
 }
 
 inline void check_merged(const mldiag::entropy_stats& got, const mldiag::entropy_stats& want) {

@@ -185,7 +185,9 @@ reference reference_of(const std::vector<double>& v) {
   return r;
 }
 
-void check_against(const mldiag::tensor_stats& s, const reference& r) {
+// The contract of docs/stats.md: 1e-12 for float64 tensors, 1e-6 for the narrower formats
+// (summed in float lanes since issue 18), the variance at twice the bound (a square).
+void check_against(const mldiag::tensor_stats& s, const reference& r, bool float64) {
   CHECK(s.count == r.count);
   CHECK(s.nan == r.nan);
   CHECK(s.pos_inf == r.pos_inf);
@@ -195,11 +197,11 @@ void check_against(const mldiag::tensor_stats& s, const reference& r) {
   CHECK(s.min == r.min);
   CHECK(s.max == r.max);
   CHECK(s.max_abs == r.max_abs);
-  const long double tol = 1e-12L;
+  const long double tol = float64 ? 1e-12L : 1e-6L;
   CHECK(std::fabs(static_cast<long double>(s.mean()) - r.mean) <= tol * r.max_abs);
   const auto var_ref = static_cast<double>(r.variance);
   if (std::isinf(var_ref)) CHECK(std::isinf(s.variance()));
-  else CHECK(std::fabs(static_cast<long double>(s.variance()) - r.variance) <= 1e-9L * r.variance + 1e-300L);
+  else CHECK(std::fabs(static_cast<long double>(s.variance()) - r.variance) <= (float64 ? 1e-9L : 2e-6L) * r.variance + 1e-300L);
   // sqrt(sum x^2) above DBL_MAX (two values near +-DBL_MAX) is +Inf in double, rightly.
   if (std::isinf(static_cast<double>(r.l2))) CHECK(std::isinf(s.l2_norm()));
   else CHECK(std::fabs(static_cast<long double>(s.l2_norm()) - r.l2) <= tol * r.l2);
@@ -493,7 +495,7 @@ TEST_CASE("every dtype, written by numpy and by a Python safetensors writer, aga
     for (const auto& e : m.find("shape")->items()) shape.push_back(static_cast<std::uint64_t>(e.number()));
     CHECK(r.shape == shape);
     const auto values = read_f64(dir + "/" + m.find("values")->string());
-    check_against(r.stats, reference_of(values));
+    check_against(r.stats, reference_of(values), r.dtype == "F64");
     CHECK(same_bits(r.stats, stats3[file][index].stats));
     ++dtypes_seen[r.dtype];
     ++tensors;

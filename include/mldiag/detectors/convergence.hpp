@@ -824,8 +824,9 @@ class input_scale {
 /// Q1: the same input batch every step — a data pipeline that hands out one batch (a loader
 /// created anew inside the loop, the first batch of an iterator taken each step, an index that
 /// never advances): every recorded input (`role::input`) has the statistics of the previous
-/// step's — elements, zeros, non-finite count, smallest and largest value, mean and L2 norm, each
-/// within `tolerance` (1e-9) of it relatively (the same elements summed in another order) — for
+/// step's — elements, zeros and non-finite count exactly, smallest and largest value and L2 norm
+/// within `tolerance` (1e-5) of it relatively, the mean within `tolerance` of the data's scale
+/// (the larger of |mean| and the standard deviation) — for
 /// `sustain` (20) steps in a row. Two different batches of real data agree on all of them
 /// essentially never (none of the zoo's 408 healthy mini-batch runs that record inputs did for
 /// two steps in a row); the same batch does on every step. A warning; info where `full_batch`
@@ -838,7 +839,12 @@ class repeated_batch {
  public:
   struct config {
     std::size_t sustain = 20;
-    double tolerance = 1e-9;
+    // 1e-5: ten times the statistics' accuracy contract, which is what the same elements in
+    // another order may differ by (1e-9 until issue 18: the host kernel sums fp32 and bf16 in
+    // float lanes now, and a full batch shuffled anew each step moved its mean by 1.3e-6).
+    // Two different batches differ far more: a mini-batch's mean moves by about sd / sqrt(n)
+    // (1e-3 relative for 50,000 elements) and its zero count almost always.
+    double tolerance = 1e-5;
     std::size_t full_batch = 0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
@@ -881,8 +887,11 @@ class repeated_batch {
     return a == b || std::fabs(a - b) <= c_.tolerance * std::max(std::fabs(a), std::fabs(b));
   }
   [[nodiscard]] bool alike(const tensor_stats& a, const tensor_stats& b) const noexcept {
+    // The mean on the data's scale: a mean near 0 has no relative accuracy of its own.
+    const double scale = std::max({std::fabs(a.mean()), std::fabs(b.mean()), a.stddev(), b.stddev()});
+    const bool means = a.mean() == b.mean() || std::fabs(a.mean() - b.mean()) <= c_.tolerance * scale;
     return a.count > 0 && a.count == b.count && a.zeros == b.zeros && a.non_finite() == b.non_finite() &&
-           near(a.min, b.min) && near(a.max, b.max) && near(a.mean(), b.mean()) && near(a.l2_norm(), b.l2_norm());
+           near(a.min, b.min) && near(a.max, b.max) && means && near(a.l2_norm(), b.l2_norm());
   }
 
   config c_;
