@@ -225,8 +225,8 @@ struct module_observer_options {
   bool parameters = true;  ///< role::parameter, every step
   bool gradients = true;   ///< role::gradient, where a parameter has a .grad()
   /// role::update (this call's parameters minus the previous call's): what the update-ratio
-  /// detector reads. Costs two copies of the parameters (previous values and a scratch for
-  /// the difference), allocated once on the first call.
+  /// detector reads. Costs one copy of the parameters (the previous values), allocated on the
+  /// first call; each update is read by update_stats in one pass.
   bool updates = true;
   /// The cosines between consecutive steps' gradients (gradient_cosines_of): the evidence for
   /// gradients never zeroed. Costs at most `gradient_persistence::max_per_tensor` doubles
