@@ -33,7 +33,7 @@ T make(double v) {
 // Selects each ISA the CPU can run in turn, and restores the one in use afterwards.
 void for_each_isa(const std::function<void(mldiag::host_isa)>& f) {
   const auto before = mldiag::active_host_isa();
-  for (auto isa : {mldiag::host_isa::portable, mldiag::host_isa::avx2, mldiag::host_isa::avx512}) {
+  for (auto isa : mldiag::host_isas) {
     if (!mldiag::select_host_isa(isa)) continue;
     CAPTURE(std::string(mldiag::host_isa_name(isa)));
     f(isa);
@@ -79,12 +79,14 @@ TEST_CASE("an ISA the CPU cannot run is refused and the active one is named") {
   CHECK(static_cast<int>(mldiag::active_host_isa()) <= static_cast<int>(best));
   CHECK(mldiag::select_host_isa(mldiag::host_isa::portable));
   CHECK(mldiag::active_host_isa() == mldiag::host_isa::portable);
-  if (best != mldiag::host_isa::avx512) {
-    CHECK_FALSE(mldiag::select_host_isa(mldiag::host_isa::avx512));
+  for (auto isa : mldiag::host_isas) {
+    if (static_cast<int>(isa) <= static_cast<int>(best)) continue;
+    CHECK_FALSE(mldiag::select_host_isa(isa));
     CHECK(mldiag::active_host_isa() == mldiag::host_isa::portable);
   }
   CHECK(mldiag::select_host_isa(best));
   CHECK(mldiag::host_isa_name(mldiag::host_isa::avx2) == "avx2");
+  CHECK(mldiag::host_isa_name(mldiag::host_isa::avx512_bf16) == "avx512_bf16");
   MESSAGE("host statistics run on: " << mldiag::host_isa_name(best));
 }
 
@@ -141,6 +143,40 @@ TEST_CASE_TEMPLATE("adversarial blocks for float accumulation stay within the co
     std::vector<double> ints(n);
     for (std::size_t i = 0; i < n; ++i) ints[i] = static_cast<double>(i % 7);
     check_data<T>(ints, w);
+    MESSAGE("worst relative error: mean " << w.mean << ", sd " << w.sd << ", L2 " << w.l2);
+  });
+}
+
+// bf16 blocks for the dot-product kernel of avx512_bf16 (and the same checks on every other
+// ISA): extrema read from the bits, signed zeros, denormals, and a block whose samples look
+// centred while its mean is not (the dot pass, then the shifted pass around the mean).
+TEST_CASE("bf16 blocks: extrema from bits, signed zeros, denormals, a mean the samples miss") {
+  for_each_isa([](mldiag::host_isa) {
+    worst w;
+    for (std::size_t n : {64, 65, 127, 4096, 3 * 4096 + 77}) {
+      CAPTURE(n);
+      check_data<mldiag::bfloat16>(gaussian(n, n, -5.0, 0.5), w);  // all negative
+      check_data<mldiag::bfloat16>(gaussian(n, n + 1, 5.0, 0.5), w);  // all positive
+      std::vector<double> neg_zero = gaussian(n, n + 2, -1.0, 0.3);
+      for (std::size_t i = 0; i < n; i += 3) neg_zero[i] = -0.0;  // -0 with negatives: max is -0
+      for (auto& v : neg_zero) v = std::min(v, -0.0);
+      check_data<mldiag::bfloat16>(neg_zero, w);
+      std::vector<double> zeros(n, 0.0);  // +0 and -0 only
+      for (std::size_t i = 1; i < n; i += 2) zeros[i] = -0.0;
+      check_data<mldiag::bfloat16>(zeros, w);
+      std::vector<double> tiny = gaussian(n, n + 4, 0.0, 1.0);  // denormals among normals
+      for (std::size_t i = 5; i < n; i += 7) tiny[i] = (i % 2 ? 1.0 : -1.0) * 0x1p-130;
+      check_data<mldiag::bfloat16>(tiny, w);
+      std::vector<double> hidden(n);  // the sampled elements are 0; the others 3 +- 0.1
+      const auto spread = gaussian(n, n + 5, 3.0, 0.1);
+      for (std::size_t i = 0; i < n; ++i) hidden[i] = i % (n / 16) == 0 ? 0.0 : spread[i];
+      check_data<mldiag::bfloat16>(hidden, w);
+    }
+    // Non-finite elements in a centred block: counted exactly by the exact kernel.
+    std::vector<double> bad = gaussian(4096, 9, 0.0, 1.0);
+    bad[100] = std::nan("");
+    bad[2000] = -INFINITY;
+    check_data<mldiag::bfloat16>(bad, w);
     MESSAGE("worst relative error: mean " << w.mean << ", sd " << w.sd << ", L2 " << w.l2);
   });
 }

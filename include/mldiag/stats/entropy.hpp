@@ -514,6 +514,7 @@ bool logit_rows_fast(const typename F::element* x, std::uint64_t rows, std::uint
   if constexpr (std::is_same_v<F, fmt_f32> || std::is_same_v<F, fmt_bf16> || std::is_same_v<F, fmt_f16>) {
 #ifdef MLDIAG_HOST_DISPATCH
     switch (active_host_isa()) {
+      case host_isa::avx512_bf16:  // the logits have no dot-product kernel of their own
       case host_isa::avx512: logit_rows_avx512<F>(x, rows, row_len, out); return true;
       case host_isa::avx2: logit_rows_avx2<F>(x, rows, row_len, out); return true;
       case host_isa::portable: break;

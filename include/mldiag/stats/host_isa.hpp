@@ -17,15 +17,23 @@
 
 namespace mldiag {
 
-/// The vector units the host statistics kernel is built for. `portable` is the compiler's
-/// default target (SSE2 on x86-64, NEON on arm64): the only one where there is no dispatch.
-enum class host_isa : int { portable = 0, avx2 = 1, avx512 = 2 };
+/// The vector units the host statistics kernel is built for, narrowest first. `portable` is
+/// the compiler's default target (SSE2 on x86-64, NEON on arm64): the only one where there is
+/// no dispatch. `avx512_bf16` is `avx512` plus the BF16 dot product (Zen 4 and later, Cooper
+/// Lake, Sapphire Rapids and later), which reads bf16 tensors with fewer instructions; every
+/// other format runs the `avx512` kernel there.
+enum class host_isa : int { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 
-/// The name of an ISA as the benchmarks print it: "portable", "avx2", "avx512".
+/// Every ISA, narrowest first (for tests and benchmarks that try each one the CPU can run).
+inline constexpr host_isa host_isas[] = {host_isa::portable, host_isa::avx2, host_isa::avx512,
+                                         host_isa::avx512_bf16};
+
+/// The name of an ISA as the benchmarks print it: "portable", "avx2", "avx512", "avx512_bf16".
 [[nodiscard]] constexpr std::string_view host_isa_name(host_isa isa) noexcept {
   switch (isa) {
     case host_isa::avx2: return "avx2";
     case host_isa::avx512: return "avx512";
+    case host_isa::avx512_bf16: return "avx512_bf16";
     case host_isa::portable: break;
   }
   return "portable";
@@ -40,7 +48,7 @@ inline host_isa detect_host_isa() noexcept {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-    return host_isa::avx512;
+    return __builtin_cpu_supports("avx512bf16") ? host_isa::avx512_bf16 : host_isa::avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return host_isa::avx2;
 #endif
@@ -48,13 +56,14 @@ inline host_isa detect_host_isa() noexcept {
 }
 
 // The ISA in use: the CPU's best, or a narrower one named by the environment variable
-// MLDIAG_HOST_ISA (portable, avx2, avx512; a name the CPU cannot run is ignored). Read once.
+// MLDIAG_HOST_ISA (portable, avx2, avx512, avx512_bf16; a name the CPU cannot run is
+// ignored). Read once.
 inline std::atomic<int>& host_isa_slot() noexcept {
   static std::atomic<int> slot{[] {
     const host_isa best = detect_host_isa();
     host_isa chosen = best;
     if (const char* env = std::getenv("MLDIAG_HOST_ISA")) {
-      for (host_isa isa : {host_isa::portable, host_isa::avx2, host_isa::avx512}) {
+      for (host_isa isa : host_isas) {
         if (host_isa_name(isa) == env && static_cast<int>(isa) <= static_cast<int>(best)) chosen = isa;
       }
     }
