@@ -8,6 +8,7 @@
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/stats/block_stats.hpp"
 #include "mldiag/stats/compute.hpp"
+#include "mldiag/stats/guided_units.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,6 +17,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <new>  // placement new, std::launder
 #include <string>
 
 namespace mldiag {
@@ -564,33 +566,41 @@ void entropy_chunk(const tensor_ref& t, entropy_input kind, std::uint64_t row_le
 }
 
 // `run(job)` runs job(worker) on every worker of an engine (host_engine::run), or on the
-// calling thread alone.
+// calling thread alone; `threads` says how many that is.
 template <class F, class Runner>
 entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64_t row_len, std::uint64_t first_row,
-                            std::uint64_t row_stride, Runner&& run) {
+                            std::uint64_t row_stride, Runner&& run, unsigned threads) {
   const std::uint64_t rows = t.numel() / row_len;
   const std::uint64_t selected = first_row < rows ? (rows - first_row + row_stride - 1) / row_stride : 0;
   const std::uint64_t chunks = std::min(entropy_chunks, selected);
-  std::array<entropy_stats, entropy_chunks> parts;
-  std::atomic<std::uint64_t> next{0};
+  // Storage for the partials, not initialized: a call with 4 chunks should not construct 256
+  // of them (16 KiB of stores); each chunk's job constructs its own.
+  struct slot {
+    alignas(entropy_stats) unsigned char bytes[sizeof(entropy_stats)];
+  };
+  static_assert(std::is_trivially_destructible_v<entropy_stats>);
+  std::array<slot, entropy_chunks> parts;
+  guided_units units(static_cast<std::size_t>(chunks), threads);
   auto job = [&](unsigned) {
-    for (;;) {
-      const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
-      if (k >= chunks) return;
-      parts[k] = {};
-      entropy_chunk<F>(t, kind, row_len, first_row, row_stride, selected * k / chunks, selected * (k + 1) / chunks,
-                       parts[k]);
+    std::size_t begin = 0, end = 0;
+    while (units.take(begin, end)) {
+      for (std::uint64_t k = begin; k < end; ++k) {
+        auto* part = ::new (static_cast<void*>(parts[k].bytes)) entropy_stats{};
+        entropy_chunk<F>(t, kind, row_len, first_row, row_stride, selected * k / chunks,
+                         selected * (k + 1) / chunks, *part);
+      }
     }
   };
   run(job);
   entropy_stats out;
-  for (std::uint64_t k = 0; k < chunks; ++k) out.merge(parts[k]);
+  for (std::uint64_t k = 0; k < chunks; ++k) out.merge(*std::launder(reinterpret_cast<entropy_stats*>(parts[k].bytes)));
   return out;
 }
 
 template <class Runner>
 entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entropy_input kind, std::string_view who,
-                               const entropy_sampling& sampling, std::int64_t step, Runner&& run) {
+                               const entropy_sampling& sampling, std::int64_t step, Runner&& run,
+                               unsigned threads) {
   require_host(t, who);
   if (sampling.row_stride == 0 || sampling.every == 0) {
     fail(who, t.name(), "entropy_sampling with row_stride " + std::to_string(sampling.row_stride) +
@@ -607,7 +617,7 @@ entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entrop
   }
   return with_format(t.dtype(), [&](auto tag) {
     return entropy_typed<typename decltype(tag)::type>(t, kind, len, sampling.first_row(step),
-                                                       sampling.row_stride, run);
+                                                       sampling.row_stride, run, threads);
   });
 }
 
@@ -615,7 +625,7 @@ entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entrop
 inline entropy_stats entropy_dispatch(const tensor_ref& t, std::int64_t row_len, entropy_input kind,
                                       std::string_view who, const entropy_sampling& sampling = {},
                                       std::int64_t step = 0) {
-  return entropy_dispatch(t, row_len, kind, who, sampling, step, [](auto& job) { job(0u); });
+  return entropy_dispatch(t, row_len, kind, who, sampling, step, [](auto& job) { job(0u); }, 1u);
 }
 
 }  // namespace detail
@@ -679,14 +689,16 @@ template <class Engine, tensor V>
 [[nodiscard]] entropy_stats entropy_from_logits(Engine& engine, const V& x, std::int64_t row_len,
                                                 const entropy_sampling& sampling = {}, std::int64_t step = 0) {
   return detail::entropy_dispatch(as_tensor_ref({}, x), row_len, detail::entropy_input::logits,
-                                  "entropy_from_logits", sampling, step, [&](auto& job) { engine.run(job); });
+                                  "entropy_from_logits", sampling, step, [&](auto& job) { engine.run(job); },
+                                  engine.threads());
 }
 /// Entropy of probability rows on `engine`'s threads, as `entropy_from_logits(engine, ...)`.
 template <class Engine, tensor V>
   requires std::same_as<Engine, host_engine>
 [[nodiscard]] entropy_stats entropy_from_probs(Engine& engine, const V& x, std::int64_t row_len) {
   return detail::entropy_dispatch(as_tensor_ref({}, x), row_len, detail::entropy_input::probabilities,
-                                  "entropy_from_probs", {}, 0, [&](auto& job) { engine.run(job); });
+                                  "entropy_from_probs", {}, 0, [&](auto& job) { engine.run(job); },
+                                  engine.threads());
 }
 
 }  // namespace mldiag

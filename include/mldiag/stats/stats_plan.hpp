@@ -74,13 +74,14 @@ class stats_plan {
   /// Computes every tensor's statistics and the total on `engine`'s threads. No allocation,
   /// no thread started; results are ready when it returns.
   void compute(host_engine& engine) noexcept {
-    std::atomic<std::size_t> next{0};
+    detail::guided_units units(table_.chunks.size(), engine.threads());
     auto job = [&](unsigned) {
-      for (;;) {
-        const std::size_t u = next.fetch_add(1, std::memory_order_relaxed);
-        if (u >= table_.chunks.size()) return;
-        const auto& c = table_.chunks[u];
-        unit_results_[u] = detail::range_stats(tensors_[c.tensor], c.begin, c.end);
+      std::size_t begin = 0, end = 0;
+      while (units.take(begin, end)) {
+        for (std::size_t u = begin; u < end; ++u) {
+          const auto& c = table_.chunks[u];
+          unit_results_[u] = detail::range_stats(tensors_[c.tensor], c.begin, c.end);
+        }
       }
     };
     engine.run(job);
