@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   double speedup_vs_eigen = std::numeric_limits<double>::infinity();
 
   const std::string isa(mldiag::host_isa_name(mldiag::active_host_isa()));
-  std::printf("host statistics ISA: %s (dispatched at run time; MLDIAG_HOST_ISA=portable|avx2 picks a narrower one)\n",
+  std::printf("host statistics ISA: %s (dispatched at run time; MLDIAG_HOST_ISA=portable|avx2|avx512 picks a narrower one)\n",
               isa.c_str());
   std::printf("%-22s %-5s %8s %3s %10s %10s %6s %10s %9s\n", "case", "dtype", "MiB", "thr",
               "ceil GB/s", "mldiag", "ratio", "eigen", "speedup");

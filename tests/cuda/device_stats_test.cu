@@ -59,7 +59,11 @@ std::vector<unsigned char> random_bytes(mldiag::dtype t, std::size_t n, std::mt1
   return bytes;
 }
 
-void check_same(const mldiag::tensor_stats& d, const mldiag::tensor_stats& h) {
+// Host and device each meet the contract of docs/stats.md against the exact values (1e-6 of
+// the scale for formats of 32 bits or fewer, whose host kernel sums in float lanes; 1e-12 for
+// float64), so they agree within the sum of the two bounds: `tol` is 2e-6, or 2e-12 where
+// every element is float64.
+void check_same(const mldiag::tensor_stats& d, const mldiag::tensor_stats& h, double tol) {
   CHECK(d.count == h.count);
   CHECK(d.nan == h.nan);
   CHECK(d.pos_inf == h.pos_inf);
@@ -70,9 +74,9 @@ void check_same(const mldiag::tensor_stats& d, const mldiag::tensor_stats& h) {
   CHECK(d.max == h.max);
   CHECK(d.max_abs == h.max_abs);
   const double scale = std::fmax(std::fabs(h.mean()), h.stddev());
-  CHECK(std::fabs(d.mean() - h.mean()) <= 1e-12 * scale);
-  CHECK(std::fabs(d.stddev() - h.stddev()) <= 1e-12 * h.stddev() + 1e-300);
-  CHECK(std::fabs(d.l2_norm() - h.l2_norm()) <= 1e-12 * h.l2_norm());
+  CHECK(std::fabs(d.mean() - h.mean()) <= tol * scale);
+  CHECK(std::fabs(d.stddev() - h.stddev()) <= tol * h.stddev() + 1e-300);
+  CHECK(std::fabs(d.l2_norm() - h.l2_norm()) <= tol * h.l2_norm());
 }
 
 // Builds a list on host and device (each tensor at an odd element offset in its allocation,
@@ -114,14 +118,17 @@ void run_list(const std::vector<std::pair<mldiag::dtype, std::size_t>>& shapes, 
                           cudaMemcpyDeviceToHost, stream) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   cudaStreamDestroy(stream);
+  bool all_f64 = true;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     CAPTURE(i);
     CAPTURE(mldiag::name(shapes[i].first));
     CAPTURE(shapes[i].second);
-    check_same(first[i], reference[i]);
+    const bool f64 = shapes[i].first == mldiag::dtype::f64;
+    all_f64 = all_f64 && f64;
+    check_same(first[i], reference[i], f64 ? 2e-12 : 2e-6);
     CHECK(std::memcmp(&first[i], &second[i], sizeof(mldiag::tensor_stats)) == 0);
   }
-  check_same(first[plan.size()], reference.total());
+  check_same(first[plan.size()], reference.total(), all_f64 ? 2e-12 : 2e-6);
   CHECK(flag == (reference.total().non_finite() > 0 ? 1 : 0));
 }
 
@@ -163,10 +170,13 @@ TEST_CASE("row entropy on the device matches the host") {
     CAPTURE(len);
     CHECK(got.rows == want.rows);
     CHECK(got.invalid_rows == want.invalid_rows);
-    CHECK(got.mean() == doctest::Approx(want.mean()).epsilon(1e-12));
-    CHECK(got.min == doctest::Approx(want.min).epsilon(1e-12));
-    CHECK(got.max == doctest::Approx(want.max).epsilon(1e-12));
-    CHECK(got.normalized_mean() == doctest::Approx(want.normalized_mean()).epsilon(1e-12));
+    // The host's float-lane entropy of fp32 logits is within 2e-6 (1 + ln n) nats of the
+    // exact value (docs/stats.md); the device's double one far closer: twice that bound.
+    const double nats = 4e-6 * (1.0 + std::log(static_cast<double>(len)));
+    CHECK(std::fabs(got.mean() - want.mean()) <= nats);
+    CHECK(std::fabs(got.min - want.min) <= nats);
+    CHECK(std::fabs(got.max - want.max) <= nats);
+    CHECK(std::fabs(got.normalized_mean() - want.normalized_mean()) <= nats / std::log(static_cast<double>(len)));
   }
 }
 
