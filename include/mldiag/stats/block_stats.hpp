@@ -430,6 +430,35 @@ struct float_vectors {
   typedef std::uint8_t u8 __attribute__((vector_size(L)));
 };
 
+// A run's float sums into double lanes: lanes 0 .. L/2-1 into lo_half, the rest into hi_half.
+// GCC 12 builds an 8-float to 8-double convert in an AVX-512 function as four 4-wide converts
+// and two inserts, but a 16-wide convert as two full-width ones (the fold fell from 40
+// instructions to 10, and bf16 in L1 went from 11.6-12.5 to 14.2-14.6 G elements/s, issue
+// 18); for AVX2 and SSE2 the halves are the better code (a 16-wide convert there went
+// through memory).
+template <std::size_t L>
+[[gnu::always_inline]] inline void fold_to_double(const typename float_vectors<L>::f32& v,
+                                                  typename float_vectors<L>::f64h& lo_half,
+                                                  typename float_vectors<L>::f64h& hi_half) noexcept {
+  using f64h = typename float_vectors<L>::f64h;
+  if constexpr (L == 16) {
+    typedef double f64w __attribute__((vector_size(L * 8)));
+    const f64w w = __builtin_convertvector(v, f64w);
+    f64h a, b;
+    std::memcpy(&a, &w, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&w) + sizeof a, sizeof b);
+    lo_half += a;
+    hi_half += b;
+  } else {
+    using f32h = typename float_vectors<L>::f32h;
+    f32h a, b;
+    std::memcpy(&a, &v, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+    lo_half += __builtin_convertvector(a, f64h);
+    hi_half += __builtin_convertvector(b, f64h);
+  }
+}
+
 struct float_pass_sums {
   float lo = 0.0f, hi = 0.0f;  // extrema (seeded with the block's first element)
   std::uint64_t zeros = 0;
@@ -448,7 +477,6 @@ template <class F, std::size_t L>
   using V = float_vectors<L>;
   using f32 = typename V::f32;
   using i32 = typename V::i32;
-  using f32h = typename V::f32h;
   using f64h = typename V::f64h;
   using storage = typename F::storage;
   constexpr bool pairs = std::is_same_v<F, fmt_bf16>;
@@ -470,30 +498,9 @@ template <class F, std::size_t L>
     s += d;
     q += d * d;
   };
-  // A run's float sums into the double lanes. GCC 12 builds an 8-float to 8-double convert in
-  // an AVX-512 function as four 4-wide converts and two inserts, but the 16-wide convert as
-  // two full-width ones (the fold fell from 40 instructions to 10, and bf16 in L1 went from
-  // 11.6-12.5 to 14.2-14.6 G elements/s); for AVX2 and SSE2 the halves are the better code.
-  auto fold_one = [](const f32& v, f64h& lo_half, f64h& hi_half) {
-    if constexpr (L == 16) {
-      typedef double f64w __attribute__((vector_size(L * 8)));
-      const f64w w = __builtin_convertvector(v, f64w);
-      f64h a, b;
-      std::memcpy(&a, &w, sizeof a);
-      std::memcpy(&b, reinterpret_cast<const char*>(&w) + sizeof a, sizeof b);
-      lo_half += a;
-      hi_half += b;
-    } else {
-      f32h a, b;
-      std::memcpy(&a, &v, sizeof a);
-      std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
-      lo_half += __builtin_convertvector(a, f64h);
-      hi_half += __builtin_convertvector(b, f64h);
-    }
-  };
   auto fold = [&](const f32& s, const f32& q) {
-    fold_one(s, s0, s1);
-    fold_one(q, q0, q1);
+    fold_to_double<L>(s, s0, s1);
+    fold_to_double<L>(q, q0, q1);
   };
   const std::size_t groups = n / per_group;
   for (std::size_t g = 0; g < groups;) {
@@ -701,9 +708,8 @@ inline constexpr double bf16_dot_centred = 0.25;
 
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]] inline bool bf16_dot_pass(
     const bfloat16* x, std::size_t n, float_pass_sums& out) noexcept {
-  typedef float f32 __attribute__((vector_size(64)));
-  typedef double f64 __attribute__((vector_size(64)));
-  typedef double f64w __attribute__((vector_size(128)));
+  using f32 = float_vectors<16>::f32;
+  using f64 = float_vectors<16>::f64h;
   typedef std::int16_t i16 __attribute__((vector_size(64)));
   typedef std::uint16_t u16 __attribute__((vector_size(64)));
   // The bf16 pair (1, 1). __builtin_bit_cast, not std::bit_cast: a function returning a
@@ -714,14 +720,6 @@ inline constexpr double bf16_dot_centred = 0.25;
   u16 max_u = {}, min_u = u16{} + UINT16_MAX;                 // ... and as unsigned integers
   __m512i zeros = _mm512_setzero_si512();                     // per 16-bit lane, at most 128
   f64 s0 = {}, s1 = {}, q0 = {}, q1 = {};
-  auto fold = [](const f32& v, f64& lo_half, f64& hi_half) {
-    const f64w w = __builtin_convertvector(v, f64w);
-    f64 a, b;
-    std::memcpy(&a, &w, sizeof a);
-    std::memcpy(&b, reinterpret_cast<const char*>(&w) + sizeof a, sizeof b);
-    lo_half += a;
-    hi_half += b;
-  };
   const auto* bytes = reinterpret_cast<const char*>(x);
   const std::size_t pairs_of_vectors = n / 64;  // 64 elements: two vectors of 32
   for (std::size_t v = 0; v < pairs_of_vectors;) {
@@ -750,8 +748,8 @@ inline constexpr double bf16_dot_centred = 0.25;
       max_u = b1 > max_u ? b1 : max_u;
       min_u = b1 < min_u ? b1 : min_u;
     }
-    fold(__builtin_bit_cast(f32, sa) + __builtin_bit_cast(f32, sb), s0, s1);
-    fold(__builtin_bit_cast(f32, qa) + __builtin_bit_cast(f32, qb), q0, q1);
+    fold_to_double<16>(__builtin_bit_cast(f32, sa) + __builtin_bit_cast(f32, sb), s0, s1);
+    fold_to_double<16>(__builtin_bit_cast(f32, qa) + __builtin_bit_cast(f32, qb), q0, q1);
   }
   // Extrema from the bits: a positive maximum is the largest signed value; with none, the
   // maximum is the negative of smallest magnitude, the smallest unsigned value. A negative

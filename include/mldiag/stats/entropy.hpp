@@ -341,7 +341,6 @@ template <class F, std::size_t L>
   using V = float_vectors<L>;
   using f32 = typename V::f32;
   using i32 = typename V::i32;
-  using f32h = typename V::f32h;
   using f64h = typename V::f64h;
   using storage = typename F::storage;
   constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
@@ -416,13 +415,6 @@ template <class F, std::size_t L>
     const f32 mv = f32{} + m;
     f64h s0 = {}, s1 = {}, u0 = {}, u1 = {};
     i32 masked = {};
-    auto fold = [](const f32& v, f64h& lo, f64h& hi) {
-      f32h a, b;
-      std::memcpy(&a, &v, sizeof a);
-      std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
-      lo += __builtin_convertvector(a, f64h);
-      hi += __builtin_convertvector(b, f64h);
-    };
     // A row of one run (up to 8 vectors: 128 logits on AVX-512) sums its lanes in float by
     // the same tree, and only the total becomes a double: the folds and the double tree were
     // a third of a 32-logit row's time. Its bound: 8 terms a lane and 4 tree levels, 12 u
@@ -450,8 +442,8 @@ template <class F, std::size_t L>
         s_one = tree_reduce(sa, [](float a, float b) { return a + b; });
         u_one = tree_reduce(ua, [](float a, float b) { return a + b; });
       } else {
-        fold(sf, s0, s1);
-        fold(uf, u0, u1);
+        fold_to_double<L>(sf, s0, s1);
+        fold_to_double<L>(uf, u0, u1);
       }
     }
     double S = s_one, U = u_one;
