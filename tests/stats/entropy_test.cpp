@@ -7,6 +7,7 @@
 
 #include "wide_reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -341,6 +342,13 @@ TEST_CASE("entropy sampling reads every row_stride-th row, rotating, on every k-
   const auto first = mldiag::entropy_from_logits(z, 48, s, 0);  // rows 0, 3 (invalid), 6, 9
   CHECK(first.rows == 3);
   CHECK(first.invalid_rows == 1);
+  // The sampled rows, copied out and read as a tensor of their own: the same result, bit for
+  // bit (the kernel steps over the rows in between; it does not read them).
+  std::vector<float> picked;
+  for (std::size_t r : {0u, 3u, 6u, 9u}) picked.insert(picked.end(), z.begin() + r * 48, z.begin() + (r + 1) * 48);
+  std::vector<float> holes = z;  // and NaN in the rows it must step over
+  for (std::size_t r : {1u, 2u, 4u, 5u, 7u, 8u}) std::fill(holes.begin() + r * 48, holes.begin() + (r + 1) * 48, NAN);
+  CHECK(mldiag::entropy_from_logits(holes, 48, s, 0) == mldiag::entropy_from_logits(picked, 48));
   // Strided tensors and float64 take the same rows.
   std::vector<double> zd(z.begin(), z.end());
   CHECK(mldiag::entropy_from_logits(zd, 48, s, 2).rows == 3);  // rows 1, 4, 7
