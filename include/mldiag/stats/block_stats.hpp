@@ -465,6 +465,22 @@ struct float_pass_sums {
   double s = 0.0, q = 0.0;  // Σd, Σd^2 with d = x - c
 };
 
+// A float pass's last step: false when a sum is not finite (a NaN or Inf element, or a float
+// sum that overflowed, leaves one; read by bits, so exact under -ffast-math too), else its
+// results into `out`.
+inline bool finish_pass(float lo, float hi, double s, double q, float_pass_sums& out) noexcept {
+  constexpr std::uint64_t exp_mask = 0x7ff0000000000000ull;
+  if ((std::bit_cast<std::uint64_t>(s) & exp_mask) == exp_mask ||
+      (std::bit_cast<std::uint64_t>(q) & exp_mask) == exp_mask) {
+    return false;
+  }
+  out.lo = lo;
+  out.hi = hi;
+  out.s = s;
+  out.q = q;
+  return true;
+}
+
 // One pass over a block around the float shift `c`. Returns false when the block holds a
 // non-finite element or a float sum overflowed; the caller then takes the exact kernel.
 // bf16 is read two elements per 32-bit lane (the high one is a float once its low half is
@@ -583,20 +599,7 @@ template <class F, std::size_t L>
     s += s_l[j];
     q += q_l[j];
   }
-  s += ts;
-  q += tq;
-  // By bits: a NaN or Inf element, or a float sum that overflowed, leaves a non-finite sum
-  // (exact under -ffast-math too).
-  constexpr std::uint64_t exp_mask = 0x7ff0000000000000ull;
-  if ((std::bit_cast<std::uint64_t>(s) & exp_mask) == exp_mask ||
-      (std::bit_cast<std::uint64_t>(q) & exp_mask) == exp_mask) {
-    return false;
-  }
-  out.lo = tlo;
-  out.hi = thi;
-  out.s = s;
-  out.q = q;
-  return true;
+  return finish_pass(tlo, thi, s + ts, q + tq, out);
 }
 
 // The checks after a block's first float pass around `c` (a deviation too small for float
@@ -795,17 +798,7 @@ inline constexpr double bf16_dot_centred = 0.25;
     s += static_cast<double>(v);
     q += static_cast<double>(v) * static_cast<double>(v);
   }
-  // By bits: a NaN or Inf element, or a float sum that overflowed, leaves a non-finite sum.
-  constexpr std::uint64_t exp_mask = 0x7ff0000000000000ull;
-  if ((std::bit_cast<std::uint64_t>(s) & exp_mask) == exp_mask ||
-      (std::bit_cast<std::uint64_t>(q) & exp_mask) == exp_mask) {
-    return false;
-  }
-  out.lo = lo;
-  out.hi = hi;
-  out.s = s;
-  out.q = q;
-  return true;
+  return finish_pass(lo, hi, s, q, out);
 }
 
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]] inline tensor_stats block_stats_avx512_bf16(
