@@ -56,8 +56,9 @@ struct monitor_config {
   /// Which rows and steps `observe_logits` reads (stats/entropy.hpp). The default reads every
   /// row on every step, so the accuracy suite's attention-collapse findings are what they were;
   /// `{.row_stride = 4}` halved the monitor's cost where attention logits dominate it (the
-  /// example transformer at 2048 tokens a step: 4.5% -> 2.2% of the step, docs/benchmarks.md)
-  /// and changed nothing where per-tensor costs dominate (256 tokens: 6.7% either way).
+  /// example transformer at 2048 tokens a step: 4.6% -> 2.4% of the step, docs/benchmarks.md)
+  /// and changed little where cache misses dominate (256 tokens: 6.9% and 7.1%). It found the
+  /// example's planted attention collapse at the same step as every row (docs/stats.md).
   entropy_sampling entropy = {};
 };
 

@@ -334,7 +334,8 @@ template <class T, std::size_t L, class Op>
 
 // log(k) for the support of a masked row (under a causal mask every row has its own), from a
 // table filled once per process for k < 1024, std::log beyond: the same value as std::log,
-// without a log call per row (a quarter of a 32-logit row's time, issue 18).
+// without a log call per row (glibc's log, for S and for the support, was a quarter of a
+// 32-logit row's profile, issue 18).
 inline double log_of_count(std::uint64_t k) noexcept {
   constexpr std::size_t size = 1024;
   static const std::array<double, size> table = [] {
