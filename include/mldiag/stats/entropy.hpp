@@ -348,8 +348,7 @@ inline double log_of_count(std::uint64_t k) noexcept {
 
 // The entropy of `rows` rows of `row_len` logits of format F (fp32, bf16, fp16), `pitch`
 // elements apart, into `out`, as entropy_rows_typed does for logits: -inf entries masked, a
-// row with a NaN
-// or +Inf or with every entry -inf invalid.
+// row with a NaN or +Inf or with every entry -inf invalid.
 template <class F, std::size_t L>
 [[gnu::always_inline]] inline void logit_rows_float(const typename F::element* x, std::uint64_t rows,
                                                     std::uint64_t row_len, std::uint64_t pitch,

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/stats/guided_units.hpp"  // for the engine's users: stats_plan
 
 #include <condition_variable>
 #include <cstddef>

@@ -7,6 +7,7 @@
 #include "mldiag/stats/block_stats.hpp"
 #include "mldiag/stats/chunk_table.hpp"
 #include "mldiag/stats/compute.hpp"
+#include "mldiag/stats/guided_units.hpp"
 #include "mldiag/stats/host_engine.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
