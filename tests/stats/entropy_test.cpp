@@ -8,6 +8,7 @@
 #include "wide_reference.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -283,6 +284,80 @@ TEST_CASE_TEMPLATE("float-lane row entropy is within its bound of the long doubl
   }
   mldiag::select_host_isa(before);
   MESSAGE("largest |H - H_ref| / (1 + log n): " << worst);
+}
+
+TEST_CASE_TEMPLATE("many rows in one call: each row within its bound, invalid rows in every lane", T, float,
+                   mldiag::bfloat16, mldiag::half) {
+  // Rows of up to 256 logits are read 16 (AVX-512) or 8 (AVX2, SSE2) at a time, one row a
+  // lane: a tensor of rows of mixed scales, masks and invalid rows at varied positions,
+  // checked against the long double softmax row by row through the sums, extrema and
+  // counts. 135 rows: groups of 16 and 8 with rows left over for the row kernel; 1100 rows:
+  // several chunks. Lengths around the vector widths, the column kernel's limit (256) and
+  // beyond it.
+  std::mt19937_64 rng(33);
+  const auto before = mldiag::active_host_isa();
+  double worst = 0;
+  for (auto isa : mldiag::host_isas) {
+    if (!mldiag::select_host_isa(isa)) continue;
+    CAPTURE(std::string(mldiag::host_isa_name(isa)));
+    for (std::size_t len : {1, 2, 7, 16, 17, 32, 33, 64, 100, 256, 257}) {
+      for (std::size_t rows : {15, 16, 135, 1100}) {
+        CAPTURE(len);
+        CAPTURE(rows);
+        std::vector<T> z(rows * len);
+        std::uint64_t valid = 0, invalid = 0;
+        long double sum = 0, nsum = 0;
+        double lo = inf, hi = -inf, nlo = inf, nhi = -inf, tol = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          std::normal_distribution<double> normal(std::is_same_v<T, mldiag::half> ? 1.0 : 5.0,
+                                                  std::array<double, 4>{0.0, 0.3, 3.0, 30.0}[r % 4]);
+          std::vector<double> ref(len);
+          for (std::size_t i = 0; i < len; ++i) {
+            T v = make_logit<T>(normal(rng));
+            if (r % 5 == 1 && i > r % len) v = make_logit<T>(-inf);  // causal, varied support
+            if (r % 7 == 3 && i % 3 == 1) v = make_logit<T>(-120.0);
+            z[r * len + i] = v;
+            ref[i] = static_cast<double>(v);
+          }
+          // NaN, +Inf, an all-masked row, at positions that fall on every lane over the rows.
+          const int kind = r % 23 == 4 ? 1 : r % 29 == 11 ? 2 : r % 31 == 17 ? 3 : 0;
+          if (kind == 1) z[r * len + r % len] = make_logit<T>(std::nan(""));
+          if (kind == 2) z[r * len + (r * 7) % len] = make_logit<T>(inf);
+          if (kind == 3)
+            for (std::size_t i = 0; i < len; ++i) z[r * len + i] = make_logit<T>(-inf);
+          if (kind != 0) {
+            ++invalid;
+            continue;
+          }
+          ++valid;
+          const double h = static_cast<double>(softmax_entropy(ref));
+          std::size_t support = 0;
+          for (double v : ref) support += std::isinf(v) ? 0 : 1;
+          const double hn = support > 1 ? h / std::log(static_cast<double>(support)) : 0.0;
+          sum += h;
+          nsum += hn;
+          lo = std::min(lo, h);
+          hi = std::max(hi, h);
+          nlo = std::min(nlo, hn);
+          nhi = std::max(nhi, hn);
+          tol = std::max(tol, float_entropy_tol(static_cast<double>(support)));
+        }
+        const auto e = mldiag::entropy_from_logits(z, static_cast<std::int64_t>(len));
+        CHECK(e.rows == valid);
+        CHECK(e.invalid_rows == invalid);
+        CHECK(std::fabs(e.sum - static_cast<double>(sum)) <= tol * static_cast<double>(valid));
+        CHECK(std::fabs(e.min - lo) <= tol);
+        CHECK(std::fabs(e.max - hi) <= tol);
+        // The normalized entropy h / log n: 1e-6 relative more for log n in float lanes.
+        CHECK(std::fabs(e.normalized_sum - static_cast<double>(nsum)) <= (tol + 1e-6) * static_cast<double>(valid));
+        CHECK(std::fabs(e.normalized_min - nlo) <= tol + 1e-6);
+        CHECK(std::fabs(e.normalized_max - nhi) <= tol + 1e-6);
+        worst = std::max(worst, std::fabs(e.sum - static_cast<double>(sum)) / static_cast<double>(valid));
+      }
+    }
+  }
+  mldiag::select_host_isa(before);
+  MESSAGE("largest |mean H - mean H_ref|: " << worst);
 }
 
 TEST_CASE("the float-lane path keeps the classes: NaN, +Inf, all-masked rows are invalid") {

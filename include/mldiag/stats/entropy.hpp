@@ -16,9 +16,11 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <cstring>  // std::memcpy
 #include <limits>
 #include <new>  // placement new, std::launder
 #include <string>
+#include <utility>  // std::index_sequence
 
 namespace mldiag {
 
@@ -346,6 +348,40 @@ inline double log_of_count(std::uint64_t k) noexcept {
   return k < size ? table[k] : std::log(static_cast<double>(k));
 }
 
+// Loads L elements of format F at p as their float values (fp16's infinities as infinities,
+// its NaNs as NaN) and their magnitude bits.
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline void load_logits(const typename F::element* p, typename float_vectors<L>::f32& v,
+                                               typename float_vectors<L>::i32& a) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  using storage = typename F::storage;
+  constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
+  constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
+  constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
+  i32 u;
+  if constexpr (sizeof(storage) == 4) {
+    std::memcpy(&u, p, sizeof u);
+  } else {
+    typename V::u16 raw;
+    std::memcpy(&raw, p, sizeof raw);
+    u = __builtin_convertvector(raw, i32);
+  }
+  a = u & abs_mask;
+  if constexpr (F::sign_shift == F::mag_shift) {
+    v = __builtin_bit_cast(f32, u << F::mag_shift);
+  } else {
+    v = __builtin_bit_cast(f32, ((u & sign_bit) << F::sign_shift) | (a << F::mag_shift));
+    if constexpr (F::scale != 1.0f) v *= F::scale;
+    // fp16's infinities widen to finite floats: make them infinities again, so that the
+    // classes below and the masking of -inf work on the float alone.
+    const f32 inf = f32{} + HUGE_VALF;
+    v = a == inf_bits ? (v < 0.0f ? -inf : inf) : v;
+    v = a > inf_bits ? f32{} + __builtin_nanf("") : v;
+  }
+}
+
 // The entropy of `rows` rows of `row_len` logits of format F (fp32, bf16, fp16), `pitch`
 // elements apart, into `out`, as entropy_rows_typed does for logits: -inf entries masked, a
 // row with a NaN or +Inf or with every entry -inf invalid.
@@ -357,36 +393,10 @@ template <class F, std::size_t L>
   using f32 = typename V::f32;
   using i32 = typename V::i32;
   using f64h = typename V::f64h;
-  using storage = typename F::storage;
-  constexpr auto abs_mask = static_cast<std::int32_t>(F::abs_mask);
-  constexpr auto sign_bit = static_cast<std::int32_t>(F::abs_mask + 1u);
-  constexpr auto inf_bits = static_cast<std::int32_t>(F::inf);
   const std::size_t len = static_cast<std::size_t>(row_len);
   const std::size_t groups = len / L;
   const double log_len = std::log(static_cast<double>(len));
-  // Loads L elements at p as their float values and their magnitude bits.
-  auto load = [](const typename F::element* p, f32& v, i32& a) {
-    i32 u;
-    if constexpr (sizeof(storage) == 4) {
-      std::memcpy(&u, p, sizeof u);
-    } else {
-      typename V::u16 raw;
-      std::memcpy(&raw, p, sizeof raw);
-      u = __builtin_convertvector(raw, i32);
-    }
-    a = u & abs_mask;
-    if constexpr (F::sign_shift == F::mag_shift) {
-      v = __builtin_bit_cast(f32, u << F::mag_shift);
-    } else {
-      v = __builtin_bit_cast(f32, ((u & sign_bit) << F::sign_shift) | (a << F::mag_shift));
-      if constexpr (F::scale != 1.0f) v *= F::scale;
-      // fp16's infinities widen to finite floats: make them infinities again, so that the
-      // classes below and the masking of -inf work on the float alone.
-      const f32 inf = f32{} + HUGE_VALF;
-      v = a == inf_bits ? (v < 0.0f ? -inf : inf) : v;
-      v = a > inf_bits ? f32{} + __builtin_nanf("") : v;
-    }
-  };
+  const auto load = [](const typename F::element* p, f32& v, i32& a) { load_logits<F, L>(p, v, a); };
   for (std::uint64_t row = 0; row < rows; ++row, x += pitch) {
     // Pass 1: the largest finite value, and whether anything is NaN or +Inf.
     f32 mx = f32{} - HUGE_VALF;
@@ -498,23 +508,225 @@ template <class F, std::size_t L>
   }
 }
 
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define MLDIAG_COLUMN_ENTROPY 1
+#endif
+#endif
+
+#ifdef MLDIAG_COLUMN_ENTROPY
+// ---- Short rows, one row a lane ----
+// A row of 32 logits is two AVX-512 vectors: the row kernel above spends most of its time on
+// what is per row, not per element — six reductions across lanes, a call to log, the
+// scalar tail (the example transformer's attention, 20 ns a row, 37% of the monitor's cost,
+// issue 18). Here L rows at a time are transposed in registers so that lane j holds row j:
+// maxima, classes, S, U and the support are then sums down the columns, and log S is one
+// vector log for L rows. Rows of at most `column_kernel_max_len` logits, L at a time; the
+// rows left over take the row kernel.
+inline constexpr std::size_t column_kernel_max_len = 256;
+
+// Swaps the off-diagonal B x B blocks of the rows a and b (= a's row + B) of an L x L matrix,
+// one stage of the recursive transpose.
+template <std::size_t B, class T, std::size_t... J>
+[[gnu::always_inline]] inline void swap_off_diagonal(T& a, T& b, std::index_sequence<J...>) noexcept {
+  constexpr std::size_t L = sizeof...(J);
+  const T lo = __builtin_shufflevector(a, b, ((J & B) == 0 ? J : L + J - B)...);
+  const T hi = __builtin_shufflevector(a, b, ((J & B) == 0 ? J + B : L + J)...);
+  a = lo;
+  b = hi;
+}
+
+// v[i][j] becomes v[j][i]: log2 L stages of L two-source shuffles (64 for L = 16).
+template <std::size_t L, std::size_t B = L / 2, class T>
+[[gnu::always_inline]] inline void transpose_lanes(T (&v)[L]) noexcept {
+  if constexpr (B >= 1) {
+    for (std::size_t i = 0; i < L; ++i)
+      if ((i & B) == 0) swap_off_diagonal<B>(v[i], v[i + B], std::make_index_sequence<L>{});
+    transpose_lanes<L, B / 2>(v);
+  }
+}
+
+// log x in float lanes for normal x > 0 (Cephes' logf: x = 2^e m, m in [sqrt(1/2), sqrt 2),
+// a degree-8 polynomial for log m, ln 2 in two parts; within 1 ulp plus 2^-24 |e ln 2|
+// relative to the result's magnitude). Used for S >= 1 and supports >= 1.
+template <std::size_t L>
+[[gnu::always_inline]] inline void log_positive(const typename float_vectors<L>::f32& x,
+                                                typename float_vectors<L>::f32& result) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  const i32 bits = __builtin_bit_cast(i32, x);
+  i32 e = (bits >> 23) - 126;
+  const f32 m = __builtin_bit_cast(f32, (bits & 0x7fffff) | 0x3f000000);  // in [0.5, 1)
+  const i32 small = m < 0.707106781186547524f;
+  e += small;  // -1 where m < sqrt(1/2): then m is doubled
+  const f32 t = (small ? m + m : m) - 1.0f;
+  const f32 z = t * t;
+  f32 y = t * 7.0376836292e-2f - 1.1514610310e-1f;
+  y = y * t + 1.1676998740e-1f;
+  y = y * t - 1.2420140846e-1f;
+  y = y * t + 1.4249322787e-1f;
+  y = y * t - 1.6668057665e-1f;
+  y = y * t + 2.0000714765e-1f;
+  y = y * t - 2.4999993993e-1f;
+  y = y * t + 3.3333331174e-1f;
+  y = y * t * z;
+  const f32 ef = __builtin_convertvector(e, f32);
+  y += ef * -2.12194440e-4f;
+  y -= 0.5f * z;
+  result = t + y + ef * 0.693359375f;
+}
+
+// The double halves of a float vector, and back.
+template <std::size_t L>
+[[gnu::always_inline]] inline void to_double_halves(const typename float_vectors<L>::f32& v,
+                                                    typename float_vectors<L>::f64h& lo,
+                                                    typename float_vectors<L>::f64h& hi) noexcept {
+  lo = typename float_vectors<L>::f64h{};
+  hi = lo;
+  fold_to_double<L>(v, lo, hi);
+}
+
+// The entropy of `rows` rows (pitch apart) of at most column_kernel_max_len logits, as
+// logit_rows_float computes it: lanes hold rows, `L` rows at a time. Rows are added to `out`
+// in order, so the result differs from the row kernel's only by the float log (within the
+// same bound, docs/stats.md).
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline void logit_rows_columns(const typename F::element* x, std::uint64_t rows,
+                                                      std::uint64_t row_len, std::uint64_t pitch,
+                                                      entropy_stats& out) noexcept {
+  using V = float_vectors<L>;
+  using f32 = typename V::f32;
+  using i32 = typename V::i32;
+  using f64h = typename V::f64h;
+  const std::size_t len = static_cast<std::size_t>(row_len);
+  const std::size_t blocks = (len + L - 1) / L;
+  const f32 neg_inf = f32{} - HUGE_VALF;
+  typedef float f32q __attribute__((vector_size(L * 2)));  // L/2 floats
+  f32 columns[column_kernel_max_len];  // [len][L]: column c of the L rows, row k in lane k
+  std::uint64_t row = 0;
+  for (; row + L <= rows; row += L, x += L * pitch) {
+    // Transpose the L rows into `columns`, L columns at a time; a last partial block is
+    // filled with -inf (masked: it adds nothing, not even support).
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t c0 = b * L, n = std::min(L, len - c0);
+      f32 v[L];
+      for (std::size_t k = 0; k < L; ++k) {
+        const auto* p = x + k * pitch + c0;
+        if (n == L) {
+          i32 a;
+          load_logits<F, L>(p, v[k], a);
+        } else {
+          std::array<float, L> part;
+          part.fill(-HUGE_VALF);
+          for (std::size_t i = 0; i < n; ++i) {
+            const auto u = F::bits(p[i]);
+            const int c = entropy_class<F>(u);
+            part[i] = c == 0 ? value_of<F>(u) : c == 2 ? -HUGE_VALF : __builtin_nanf("");
+          }
+          std::memcpy(&v[k], part.data(), sizeof v[k]);
+        }
+      }
+      transpose_lanes<L>(v);
+      for (std::size_t c = 0; c < n; ++c) columns[c0 + c] = v[c];
+    }
+    // Pass 1: each row's largest value, and whether it has a NaN or +Inf (by bits, as above).
+    f32 mx = neg_inf;
+    i32 top_bits = i32{} + std::numeric_limits<std::int32_t>::min(), top_abs = {};
+    for (std::size_t c = 0; c < len; ++c) {
+      const f32 v = columns[c];
+      const i32 fb = __builtin_bit_cast(i32, v);
+      const i32 fa = fb & 0x7fffffff;
+      top_bits = fb > top_bits ? fb : top_bits;
+      top_abs = fa > top_abs ? fa : top_abs;
+      mx = v > mx ? v : mx;
+    }
+    const i32 invalid = (top_bits >= 0x7f800000) | (top_abs > 0x7f800000) | (mx == neg_inf);
+    // Pass 2: S, U and the support, runs of float_run_groups columns folded into double.
+    f64h s0 = {}, s1 = {}, u0 = {}, u1 = {};
+    i32 support = {};
+    for (std::size_t c = 0; c < len;) {
+      const std::size_t run_end = std::min(len, c + float_run_groups);
+      f32 sf = {}, uf = {};
+      for (; c < run_end; ++c) {
+        const f32 v = columns[c];
+        support -= v != neg_inf;
+        const f32 d = v - mx;
+        f32 e;
+        exp_nonpositive<L>(d, e);
+        sf += e;
+        uf += (e == 0.0f ? f32{} : d) * e;
+      }
+      fold_to_double<L>(sf, s0, s1);
+      fold_to_double<L>(uf, u0, u1);
+    }
+    // H = log S - U / S; S >= 1 in every valid lane (the largest entry adds e^0 = 1).
+    f32 sf;
+    {
+      const f32q a = __builtin_convertvector(s0, f32q), b = __builtin_convertvector(s1, f32q);
+      std::memcpy(&sf, &a, sizeof a);
+      std::memcpy(reinterpret_cast<char*>(&sf) + sizeof a, &b, sizeof b);
+    }
+    sf = invalid ? f32{} + 1.0f : sf;
+    f32 log_s, log_n;
+    log_positive<L>(sf, log_s);
+    log_positive<L>(__builtin_convertvector(support, f32), log_n);
+    f64h ls0, ls1, ln0, ln1;
+    to_double_halves<L>(log_s, ls0, ls1);
+    to_double_halves<L>(log_n, ln0, ln1);
+    std::array<double, L> h, ln;
+    const f64h h0 = ls0 - u0 / s0, h1 = ls1 - u1 / s1;
+    std::memcpy(h.data(), &h0, sizeof h0);
+    std::memcpy(h.data() + L / 2, &h1, sizeof h1);
+    std::memcpy(ln.data(), &ln0, sizeof ln0);
+    std::memcpy(ln.data() + L / 2, &ln1, sizeof ln1);
+    std::array<std::int32_t, L> bad, n;
+    std::memcpy(bad.data(), &invalid, sizeof invalid);
+    std::memcpy(n.data(), &support, sizeof support);
+    // In row order, as the row kernel adds them. (Sums and extrema kept per lane in vectors
+    // instead measured slower: 31 against 24 ns a 32-logit row, 2026-12-03.)
+    for (std::size_t k = 0; k < L; ++k) {
+      if (bad[k] != 0 || !(h[k] == h[k])) ++out.invalid_rows;  // NaN: no finite row gives one
+      else out.add_row(h[k] < 0.0 ? 0.0 : h[k], static_cast<std::uint64_t>(n[k]), ln[k]);
+    }
+  }
+  if (row < rows) logit_rows_float<F, L>(x, rows - row, row_len, pitch, out);
+}
+#endif  // MLDIAG_COLUMN_ENTROPY
+
+// Short rows in columns where the compiler has the shuffles, the rest row by row.
+template <class F, std::size_t L>
+[[gnu::always_inline]] inline void logit_rows_any(const typename F::element* x, std::uint64_t rows,
+                                                  std::uint64_t row_len, std::uint64_t pitch,
+                                                  entropy_stats& out) noexcept {
+#ifdef MLDIAG_COLUMN_ENTROPY
+  // Not for 4 lanes (SSE2): 82 against 73 ns a 32-logit row there, where AVX2 went from 48
+  // to 42 and AVX-512 from 64 to 24 (2026-12-03, one thread of a Xeon, in L1).
+  if (L >= 8 && row_len <= column_kernel_max_len && rows >= L) {
+    logit_rows_columns<F, L>(x, rows, row_len, pitch, out);
+    return;
+  }
+#endif
+  logit_rows_float<F, L>(x, rows, row_len, pitch, out);
+}
+
 template <class F>
 void logit_rows_portable(const typename F::element* x, std::uint64_t rows, std::uint64_t row_len,
                          std::uint64_t pitch, entropy_stats& out) noexcept {
-  logit_rows_float<F, lanes>(x, rows, row_len, pitch, out);
+  logit_rows_any<F, lanes>(x, rows, row_len, pitch, out);
 }
 #ifdef MLDIAG_HOST_DISPATCH
 template <class F>
 __attribute__((target("avx2,fma"))) void logit_rows_avx2(const typename F::element* x, std::uint64_t rows,
                                                          std::uint64_t row_len, std::uint64_t pitch,
                                                          entropy_stats& out) noexcept {
-  logit_rows_float<F, 8>(x, rows, row_len, pitch, out);
+  logit_rows_any<F, 8>(x, rows, row_len, pitch, out);
 }
 template <class F>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void logit_rows_avx512(
     const typename F::element* x, std::uint64_t rows, std::uint64_t row_len, std::uint64_t pitch,
     entropy_stats& out) noexcept {
-  logit_rows_float<F, 16>(x, rows, row_len, pitch, out);
+  logit_rows_any<F, 16>(x, rows, row_len, pitch, out);
 }
 #endif
 
@@ -544,7 +756,17 @@ bool logit_rows_fast(const typename F::element* x, std::uint64_t rows, std::uint
 // `entropy_chunks` chunks by their count alone; each chunk's rows are summed in order and the
 // chunks merged in order, so the result is the same on the calling thread and on any number
 // of an engine's threads (the partials live on the stack: 256 x 64 bytes, no allocation).
+// A chunk holds at least `entropy_chunk_rows` rows and starts at a multiple of 16, so that
+// the column kernel takes whole groups of rows (chunks of 4 rows, as 1024 rows once made,
+// left it nothing).
 inline constexpr std::uint64_t entropy_chunks = 256;
+inline constexpr std::uint64_t entropy_chunk_rows = 64;
+
+// The first selected row of chunk k of `chunks` over `selected` rows.
+inline std::uint64_t entropy_chunk_begin(std::uint64_t selected, std::uint64_t chunks, std::uint64_t k) noexcept {
+  if (k >= chunks) return selected;
+  return (selected / chunks * k + selected % chunks * k / chunks) / 16 * 16;  // selected * k / chunks, no overflow
+}
 
 // The entropy of the selected rows [j0, j1) of a tensor of format F.
 template <class F>
@@ -588,7 +810,7 @@ entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64
                             std::uint64_t row_stride, Runner&& run, unsigned threads) {
   const std::uint64_t rows = t.numel() / row_len;
   const std::uint64_t selected = first_row < rows ? (rows - first_row + row_stride - 1) / row_stride : 0;
-  const std::uint64_t chunks = std::min(entropy_chunks, selected);
+  const std::uint64_t chunks = std::clamp<std::uint64_t>(selected / entropy_chunk_rows, selected == 0 ? 0 : 1, entropy_chunks);
   // Storage for the partials, not initialized: a call with 4 chunks should not construct 256
   // of them (16 KiB of stores); each chunk's job constructs its own.
   struct slot {
@@ -602,8 +824,8 @@ entropy_stats entropy_typed(const tensor_ref& t, entropy_input kind, std::uint64
     while (units.take(begin, end)) {
       for (std::uint64_t k = begin; k < end; ++k) {
         auto* part = ::new (static_cast<void*>(parts[k].bytes)) entropy_stats{};
-        entropy_chunk<F>(t, kind, row_len, first_row, row_stride, selected * k / chunks,
-                         selected * (k + 1) / chunks, *part);
+        entropy_chunk<F>(t, kind, row_len, first_row, row_stride, entropy_chunk_begin(selected, chunks, k),
+                         entropy_chunk_begin(selected, chunks, k + 1), *part);
       }
     }
   };
