@@ -147,36 +147,47 @@ TEST_CASE_TEMPLATE("adversarial blocks for float accumulation stay within the co
   });
 }
 
-// bf16 blocks for the dot-product kernel of avx512_bf16 (and the same checks on every other
-// ISA): extrema read from the bits, signed zeros, denormals, and a block whose samples look
-// centred while its mean is not (the dot pass, then the shifted pass around the mean).
-TEST_CASE("bf16 blocks: extrema from bits, signed zeros, denormals, a mean the samples miss") {
+// Blocks for the kernels around zero — bf16's dot product on avx512_bf16, fp32's centred
+// pass on avx512 and avx512_bf16 — and the same checks on every other ISA: extrema (read
+// from the bits for bf16), signed zeros, denormals, a block whose samples look centred while
+// its mean is not (the pass around 0, then the shifted pass around the mean), squares that
+// overflow float, NaN and Inf.
+TEST_CASE_TEMPLATE("blocks around zero: extrema, signed zeros, denormals, a mean the samples miss", T,
+                   mldiag::bfloat16, float) {
   for_each_isa([](mldiag::host_isa) {
     worst w;
     for (std::size_t n : {64, 65, 127, 4096, 3 * 4096 + 77}) {
       CAPTURE(n);
-      check_data<mldiag::bfloat16>(gaussian(n, n, -5.0, 0.5), w);  // all negative
-      check_data<mldiag::bfloat16>(gaussian(n, n + 1, 5.0, 0.5), w);  // all positive
+      check_data<T>(gaussian(n, n, -5.0, 0.5), w);  // all negative
+      check_data<T>(gaussian(n, n + 1, 5.0, 0.5), w);  // all positive
       std::vector<double> neg_zero = gaussian(n, n + 2, -1.0, 0.3);
       for (std::size_t i = 0; i < n; i += 3) neg_zero[i] = -0.0;  // -0 with negatives: max is -0
       for (auto& v : neg_zero) v = std::min(v, -0.0);
-      check_data<mldiag::bfloat16>(neg_zero, w);
+      check_data<T>(neg_zero, w);
       std::vector<double> zeros(n, 0.0);  // +0 and -0 only
       for (std::size_t i = 1; i < n; i += 2) zeros[i] = -0.0;
-      check_data<mldiag::bfloat16>(zeros, w);
+      check_data<T>(zeros, w);
       std::vector<double> tiny = gaussian(n, n + 4, 0.0, 1.0);  // denormals among normals
       for (std::size_t i = 5; i < n; i += 7) tiny[i] = (i % 2 ? 1.0 : -1.0) * 0x1p-130;
-      check_data<mldiag::bfloat16>(tiny, w);
+      check_data<T>(tiny, w);
       std::vector<double> hidden(n);  // the sampled elements are 0; the others 3 +- 0.1
       const auto spread = gaussian(n, n + 5, 3.0, 0.1);
       for (std::size_t i = 0; i < n; ++i) hidden[i] = i % (n / 16) == 0 ? 0.0 : spread[i];
-      check_data<mldiag::bfloat16>(hidden, w);
+      check_data<T>(hidden, w);
     }
-    // Non-finite elements in a centred block: counted exactly by the exact kernel.
-    std::vector<double> bad = gaussian(4096, 9, 0.0, 1.0);
+    // Non-finite elements in a centred block (in the vectors and in the tail): counted
+    // exactly by the exact kernel.
+    std::vector<double> bad = gaussian(4096 + 20, 9, 0.0, 1.0);
     bad[100] = std::nan("");
     bad[2000] = -INFINITY;
-    check_data<mldiag::bfloat16>(bad, w);
+    bad[4096 + 7] = INFINITY;
+    check_data<T>(bad, w);
+    // Centred values whose squares overflow float (|x| = 1e20, 3e38): the exact kernel.
+    for (double big : {1e20, 3e38}) {
+      std::vector<double> huge = gaussian(4096, 10, 0.0, 1.0);
+      for (std::size_t i = 0; i < huge.size(); i += 5) huge[i] = (i % 2 ? big : -big);
+      check_data<T>(huge, w);
+    }
     MESSAGE("worst relative error: mean " << w.mean << ", sd " << w.sd << ", L2 " << w.l2);
   });
 }
