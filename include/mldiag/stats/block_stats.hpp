@@ -709,6 +709,43 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) tensor_stats block
 // block that turns out off-centre after this pass takes its second pass there too.
 inline constexpr double bf16_dot_centred = 0.25;
 
+// The end of a pass around 0 (bf16_dot_pass, f32_centred_pass): the 16 double lanes of Σx
+// and Σx² summed in a fixed order, then the tail (fewer elements than one step of the loop)
+// in double, element by element; false at a non-finite tail element.
+[[gnu::always_inline]] inline void sum_lanes16(const float_vectors<16>::f64h& s0, const float_vectors<16>::f64h& s1,
+                                               const float_vectors<16>::f64h& q0, const float_vectors<16>::f64h& q1,
+                                               double& s, double& q) noexcept {
+  std::array<double, 16> s_l, q_l;
+  std::memcpy(s_l.data(), &s0, sizeof s0);
+  std::memcpy(s_l.data() + 8, &s1, sizeof s1);
+  std::memcpy(q_l.data(), &q0, sizeof q0);
+  std::memcpy(q_l.data() + 8, &q1, sizeof q1);
+  s = 0.0;
+  q = 0.0;
+  for (std::size_t j = 0; j < 16; ++j) {  // fixed order
+    s += s_l[j];
+    q += q_l[j];
+  }
+}
+template <class F>
+[[gnu::always_inline]] inline bool centred_tail(const typename F::element* x, std::size_t from, std::size_t n,
+                                                float& lo, float& hi, double& s, double& q,
+                                                std::uint64_t& zeros) noexcept {
+  using storage = typename F::storage;
+  for (std::size_t i = from; i < n; ++i) {
+    const std::uint32_t u = F::bits(x[i]);
+    const auto a = static_cast<storage>(u & F::abs_mask);
+    if (!is_finite_bits<F>(a)) return false;
+    zeros += static_cast<std::uint64_t>(a == 0);
+    const float v = value_of<F>(u);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    s += static_cast<double>(v);
+    q += static_cast<double>(v) * static_cast<double>(v);
+  }
+  return true;
+}
+
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]] inline bool bf16_dot_pass(
     const bfloat16* x, std::size_t n, float_pass_sums& out) noexcept {
   using f32 = float_vectors<16>::f32;
@@ -776,27 +813,9 @@ inline constexpr double bf16_dot_centred = 0.25;
   const auto low_bits = static_cast<std::uint16_t>(low_s);
   float lo = head == 0 ? value(x[0].bits) : value(top_u >= 0x8000u ? top_u : low_bits);
   float hi = head == 0 ? lo : value(top_s >= 0 ? static_cast<std::uint16_t>(top_s) : low_bits);
-  std::array<double, 16> s_l, q_l;
-  std::memcpy(s_l.data(), &s0, sizeof s0);
-  std::memcpy(s_l.data() + 8, &s1, sizeof s1);
-  std::memcpy(q_l.data(), &q0, sizeof q0);
-  std::memcpy(q_l.data() + 8, &q1, sizeof q1);
-  double s = 0.0, q = 0.0;
-  for (std::size_t j = 0; j < 16; ++j) {  // fixed order
-    s += s_l[j];
-    q += q_l[j];
-  }
-  // The tail (fewer than 64 elements): in double, element by element.
-  for (std::size_t i = head; i < n; ++i) {
-    const std::uint32_t u = x[i].bits;
-    if (!is_finite_bits<fmt_bf16>(static_cast<std::uint16_t>(u & 0x7fffu))) return false;
-    out.zeros += static_cast<std::uint64_t>((u & 0x7fffu) == 0);
-    const float v = value(u);
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-    s += static_cast<double>(v);
-    q += static_cast<double>(v) * static_cast<double>(v);
-  }
+  double s, q;
+  sum_lanes16(s0, s1, q0, q1, s, q);
+  if (!centred_tail<fmt_bf16>(x, head, n, lo, hi, s, q, out.zeros)) return false;
   return finish_pass(lo, hi, s, q, out);
 }
 
@@ -857,27 +876,9 @@ inline constexpr double bf16_dot_centred = 0.25;
     thi = hi_l[j] > thi ? hi_l[j] : thi;
     out.zeros += zl[j];
   }
-  std::array<double, 16> s_l, q_l;
-  std::memcpy(s_l.data(), &s0, sizeof s0);
-  std::memcpy(s_l.data() + 8, &s1, sizeof s1);
-  std::memcpy(q_l.data(), &q0, sizeof q0);
-  std::memcpy(q_l.data() + 8, &q1, sizeof q1);
-  double s = 0.0, q = 0.0;
-  for (std::size_t j = 0; j < 16; ++j) {  // fixed order
-    s += s_l[j];
-    q += q_l[j];
-  }
-  // The tail (fewer than 32 elements): in double, element by element.
-  for (std::size_t i = pairs_of_vectors * 32; i < n; ++i) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
-    if (!is_finite_bits<fmt_f32>(u & 0x7fffffffu)) return false;
-    out.zeros += static_cast<std::uint64_t>((u & 0x7fffffffu) == 0);
-    const float v = x[i];
-    tlo = v < tlo ? v : tlo;
-    thi = v > thi ? v : thi;
-    s += static_cast<double>(v);
-    q += static_cast<double>(v) * static_cast<double>(v);
-  }
+  double s, q;
+  sum_lanes16(s0, s1, q0, q1, s, q);
+  if (!centred_tail<fmt_f32>(x, pairs_of_vectors * 32, n, tlo, thi, s, q, out.zeros)) return false;
   return finish_pass(tlo, thi, s, q, out);
 }
 
