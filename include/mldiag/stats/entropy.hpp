@@ -508,7 +508,8 @@ template <class F, std::size_t L>
   }
 }
 
-#if defined(__has_builtin)
+// (Not in nvcc's host pass: its front end does not expand a pack inside the builtin.)
+#if defined(__has_builtin) && !defined(__CUDACC__)
 #if __has_builtin(__builtin_shufflevector)
 #define MLDIAG_COLUMN_ENTROPY 1
 #endif
