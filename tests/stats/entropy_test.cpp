@@ -291,7 +291,7 @@ TEST_CASE_TEMPLATE("many rows in one call: each row within its bound, invalid ro
   // Rows of up to 256 logits are read 16 (AVX-512) or 8 (AVX2, SSE2) at a time, one row a
   // lane: a tensor of rows of mixed scales, masks and invalid rows at varied positions,
   // checked against the long double softmax row by row through the sums, extrema and
-  // counts. 135 rows: groups of 16 and 8 with rows left over for the row kernel; 1100 rows:
+  // counts. 15 and 135 rows: a last group padded with copies of its first row; 1100 rows:
   // several chunks. Lengths around the vector widths, the column kernel's limit (256) and
   // beyond it.
   std::mt19937_64 rng(33);

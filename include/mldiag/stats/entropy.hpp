@@ -519,11 +519,11 @@ template <class F, std::size_t L>
 // ---- Short rows, one row a lane ----
 // A row of 32 logits is two AVX-512 vectors: the row kernel above spends most of its time on
 // what is per row, not per element — six reductions across lanes, a call to log, the
-// scalar tail (the example transformer's attention, 20 ns a row, 37% of the monitor's cost,
-// issue 18). Here L rows at a time are transposed in registers so that lane j holds row j:
+// scalar tail (64 ns a 32-logit row in L1 on a Xeon; the example transformer's attention
+// was 37% of the monitor's cost, issue 18). Here L rows at a time are transposed in registers so that lane j holds row j:
 // maxima, classes, S, U and the support are then sums down the columns, and log S is one
-// vector log for L rows. Rows of at most `column_kernel_max_len` logits, L at a time; the
-// rows left over take the row kernel.
+// vector log for L rows. Rows of at most `column_kernel_max_len` logits, L at a time (the
+// last group padded).
 inline constexpr std::size_t column_kernel_max_len = 256;
 
 // Swaps the off-diagonal B x B blocks of the rows a and b (= a's row + B) of an L x L matrix,
@@ -605,15 +605,20 @@ template <class F, std::size_t L>
   const f32 neg_inf = f32{} - HUGE_VALF;
   typedef float f32q __attribute__((vector_size(L * 2)));  // L/2 floats
   f32 columns[column_kernel_max_len];  // [len][L]: column c of the L rows, row k in lane k
-  std::uint64_t row = 0;
-  for (; row + L <= rows; row += L, x += L * pitch) {
+  for (std::uint64_t row = 0; row < rows; row += L, x += L * pitch) {
+    // The last group may hold fewer than L rows: its other lanes read its first row again
+    // and are dropped below. Every row is computed in a lane of its own, by the same
+    // operations whatever its neighbours, so a row's entropy does not depend on where it
+    // falls in a group: shards of a tensor merge to the whole tensor's result (up to the
+    // order of the sum), as tests/distributed checks.
+    const std::size_t here = static_cast<std::size_t>(std::min<std::uint64_t>(L, rows - row));
     // Transpose the L rows into `columns`, L columns at a time; a last partial block is
     // filled with -inf (masked: it adds nothing, not even support).
     for (std::size_t b = 0; b < blocks; ++b) {
       const std::size_t c0 = b * L, n = std::min(L, len - c0);
       f32 v[L];
       for (std::size_t k = 0; k < L; ++k) {
-        const auto* p = x + k * pitch + c0;
+        const auto* p = x + (k < here ? k : 0) * pitch + c0;
         if (n == L) {
           i32 a;
           load_logits<F, L>(p, v[k], a);
@@ -686,12 +691,11 @@ template <class F, std::size_t L>
     std::memcpy(n.data(), &support, sizeof support);
     // In row order, as the row kernel adds them. (Sums and extrema kept per lane in vectors
     // instead measured slower: 31 against 24 ns a 32-logit row, 2026-12-03.)
-    for (std::size_t k = 0; k < L; ++k) {
+    for (std::size_t k = 0; k < here; ++k) {
       if (bad[k] != 0 || !(h[k] == h[k])) ++out.invalid_rows;  // NaN: no finite row gives one
       else out.add_row(h[k] < 0.0 ? 0.0 : h[k], static_cast<std::uint64_t>(n[k]), ln[k]);
     }
   }
-  if (row < rows) logit_rows_float<F, L>(x, rows - row, row_len, pitch, out);
 }
 #endif  // MLDIAG_COLUMN_ENTROPY
 
@@ -703,7 +707,7 @@ template <class F, std::size_t L>
 #ifdef MLDIAG_COLUMN_ENTROPY
   // Not for 4 lanes (SSE2): 82 against 73 ns a 32-logit row there, where AVX2 went from 48
   // to 42 and AVX-512 from 64 to 24 (2026-12-03, one thread of a Xeon, in L1).
-  if (L >= 8 && row_len <= column_kernel_max_len && rows >= L) {
+  if (L >= 8 && row_len <= column_kernel_max_len) {
     logit_rows_columns<F, L>(x, rows, row_len, pitch, out);
     return;
   }
