@@ -520,9 +520,9 @@ template <class F, std::size_t L>
 // A row of 32 logits is two AVX-512 vectors: the row kernel above spends most of its time on
 // what is per row, not per element — six reductions across lanes, a call to log, the
 // scalar tail (64 ns a 32-logit row in L1 on a Xeon; the example transformer's attention
-// was 37% of the monitor's cost, issue 18). Here L rows at a time are transposed in registers so that lane j holds row j:
-// maxima, classes, S, U and the support are then sums down the columns, and log S is one
-// vector log for L rows. Rows of at most `column_kernel_max_len` logits, L at a time (the
+// was 37% of the monitor's cost, issue 18). Here L rows at a time are transposed in
+// registers so that lane j holds row j: maxima, classes, S, U and the support are then sums
+// down the columns, and log S is one vector log for L rows. Rows of at most `column_kernel_max_len` logits, L at a time (the
 // last group padded).
 inline constexpr std::size_t column_kernel_max_len = 256;
 
@@ -578,7 +578,7 @@ template <std::size_t L>
   result = t + y + ef * 0.693359375f;
 }
 
-// The double halves of a float vector, and back.
+// A float vector as two vectors of doubles (lanes 0 .. L/2-1, then the rest).
 template <std::size_t L>
 [[gnu::always_inline]] inline void to_double_halves(const typename float_vectors<L>::f32& v,
                                                     typename float_vectors<L>::f64h& lo,
