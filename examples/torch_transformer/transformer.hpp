@@ -320,8 +320,9 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
 
   // Previous parameter values, for the updates (role::update).
   const auto named = net->named_parameters();
-  // The monitor reads each update with one fused pass (mldiag::update_stats); the peer forms
-  // it with LibTorch ops into `update`.
+  // The monitor reads each parameter and its update with one fused pass
+  // (mldiag::parameter_and_update_stats); the peer forms the update with LibTorch ops into
+  // `update`.
   std::vector<torch::Tensor> previous, update;
   std::vector<mldiag::tensor_stats> update_of(named.size());
   for (const auto& p : named) {
@@ -422,9 +423,10 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         const auto& p = named[i].value();
         if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
         // Read in place: no detach() (it builds a new tensor object; the statistics only read
-        // the memory, inside the NoGradGuard).
-        mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p));
-        update_of[i] = mldiag::update_stats(previous[i], p);
+        // the memory, inside the NoGradGuard). The parameter and its update in one pass.
+        const auto s = mldiag::parameter_and_update_stats(previous[i], p);
+        update_of[i] = s.update;
+        mon.observe(mldiag::role::parameter, key, s.parameter);
         mon.observe(mldiag::role::update, key, update_of[i]);
       }
       for (const auto& t : tap.tensors) mon.observe(t.role, t.name, mldiag::compute_stats(t.t));

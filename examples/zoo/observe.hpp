@@ -68,8 +68,9 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     const auto& key = named[i].key();
     const auto& p = named[i].value();
     if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
-    mon.observe(mldiag::role::parameter, key, mldiag::compute_stats(p.detach()));
-    mon.observe(mldiag::role::update, key, mldiag::update_stats(prev.old[i], p.detach()));
+    const auto s = mldiag::parameter_and_update_stats(prev.old[i], p.detach());  // one pass over p
+    mon.observe(mldiag::role::parameter, key, s.parameter);
+    mon.observe(mldiag::role::update, key, s.update);
   }
   if (const auto c = mldiag::gradient_cosines_of(prev.persist, m)) mon.observe_grad_cosines(*c);
   if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));

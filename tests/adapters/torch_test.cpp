@@ -236,3 +236,29 @@ TEST_CASE("update_stats on torch tensors: fused where contiguous, a subtraction 
   auto wrong_type = p.to(torch::kDouble);
   CHECK_THROWS_AS((void)mldiag::update_stats(wrong_type, moved), mldiag::error);
 }
+
+TEST_CASE("parameter_and_update_stats on torch tensors: the two calls' results from one pass") {
+  torch::manual_seed(4);
+  for (const auto dtype : {torch::kFloat, torch::kDouble, torch::kBFloat16, torch::kHalf}) {
+    CAPTURE(c10::toString(dtype));
+    const auto p = torch::randn({300, 257}).to(dtype);  // 77100 elements: two units, partial blocks
+    const auto moved = (p.to(torch::kFloat) + 0.01 * torch::randn({300, 257})).to(dtype);
+    auto previous_a = p.clone(), previous_b = p.clone();
+    const auto got = mldiag::parameter_and_update_stats(previous_a, moved);
+    CHECK(got.parameter == mldiag::compute_stats(moved));
+    CHECK(got.update == mldiag::update_stats(previous_b, moved));
+    CHECK(torch::equal(previous_a, moved));
+  }
+  // Not contiguous: the two calls, the same statistics.
+  const auto p = torch::randn({40, 30});
+  const auto moved = p + 1e-3 * torch::randn({40, 30});
+  auto previous_t = p.t().contiguous().t();
+  auto previous = p.clone();
+  const auto got = mldiag::parameter_and_update_stats(previous_t, moved);
+  CHECK(got.parameter == mldiag::compute_stats(moved));
+  CHECK(got.update.l2_norm() == doctest::Approx(mldiag::update_stats(previous, moved).l2_norm()).epsilon(1e-12));
+  CHECK(torch::equal(previous_t, moved));
+  auto wrong = torch::zeros({3});
+  CHECK_THROWS_WITH_AS((void)mldiag::parameter_and_update_stats(wrong, moved),
+                       doctest::Contains("mldiag: parameter_and_update_stats"), mldiag::error);
+}

@@ -147,8 +147,8 @@ TEST_CASE_TEMPLATE("adversarial blocks for float accumulation stay within the co
   });
 }
 
-// Blocks for the kernels around zero — bf16's dot product on avx512_bf16, fp32's centred
-// pass on avx512 and avx512_bf16 — and the same checks on every other ISA: extrema (read
+// Blocks for the kernels around zero — bf16's and fp32's centred passes on avx512 and
+// avx512_bf16 — and the same checks on every other ISA: extrema (read
 // from the bits for bf16), signed zeros, denormals, a block whose samples look centred while
 // its mean is not (the pass around 0, then the shifted pass around the mean), squares that
 // overflow float, NaN and Inf.

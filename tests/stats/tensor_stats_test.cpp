@@ -8,6 +8,7 @@
 #include "../support/reference.hpp"
 #include "wide_reference.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -418,4 +419,35 @@ TEST_CASE("float32 data with a large mean keeps its variance across blocks") {
   const auto r = mldiag_test::wide_moments_of(x);
   CHECK(mldiag_test::wide_relative_error(s.variance(), r.variance) <= 1e-9);
   CHECK(mldiag_test::wide_relative_error(s.mean(), r.mean) <= 1e-15);
+}
+
+TEST_CASE("times_pow2 and scale_exponent equal std::ldexp and std::frexp, bit for bit") {
+  // The block finish scales by powers of two with a multiply and reads exponents from the
+  // bits (no library call); the library functions are the reference, on normal, denormal,
+  // signed and extreme values, and k from beyond the multiply's range on both sides.
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int> exponent(-1074, 1023), shift(-2100, 2100);
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  int checked = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp((i % 2 == 0 ? 1.0 : -1.0) * mantissa(rng), exponent(rng));
+    const int k = i % 7 == 0 ? -1022 + i % 3 : shift(rng);
+    const double want = std::ldexp(x, k), got = mldiag::detail::times_pow2(x, k);
+    if (std::bit_cast<std::uint64_t>(want) != std::bit_cast<std::uint64_t>(got)) {
+      FAIL_CHECK("times_pow2(" << x << ", " << k << ") = " << got << ", ldexp gives " << want);
+    }
+    const double a = std::fabs(x);
+    int e = 0;
+    (void)std::frexp(a, &e);
+    const int want_e = a == 0.0 ? 0 : std::min(std::max(e, -1000), 1000);
+    if (mldiag::detail::scale_exponent(a) != want_e) {
+      FAIL_CHECK("scale_exponent(" << a << ") = " << mldiag::detail::scale_exponent(a) << ", frexp gives " << want_e);
+    }
+    ++checked;
+  }
+  CHECK(checked == 200000);
+  CHECK(mldiag::detail::scale_exponent(0.0) == 0);
+  CHECK(mldiag::detail::scale_exponent(std::numeric_limits<double>::denorm_min()) == -1000);
+  CHECK(mldiag::detail::scale_exponent(1.0) == 1);
+  CHECK(mldiag::detail::times_pow2(3.0, -1) == 1.5);
 }

@@ -68,6 +68,39 @@ namespace mldiag {
   return compute_stats(as_tensor_ref({}, t));
 }
 
+namespace detail {
+inline void require_matching_previous(const at::Tensor& previous, const at::Tensor& current, const char* who) {
+  if (previous.numel() != current.numel() || previous.scalar_type() != current.scalar_type()) {
+    throw error(std::string(who) + ": the previous values (" + std::to_string(previous.numel()) + " of " +
+                std::string(c10::toString(previous.scalar_type())) + ") do not match the parameter (" +
+                std::to_string(current.numel()) + " of " + std::string(c10::toString(current.scalar_type())) +
+                "); keep a copy made with p.detach().clone()");
+  }
+}
+
+// The fused pass (stats/update.hpp) over two contiguous CPU tensors of one floating dtype:
+// `fused(previous_span, current_span)`; nullopt for anything else (the caller subtracts).
+template <class Fused>
+auto with_fused_spans(at::Tensor& previous, const at::Tensor& current, Fused&& fused)
+    -> std::optional<decltype(fused(std::span<float>{}, std::span<const float>{}))> {
+  if (!(previous.is_cpu() && current.is_cpu() && previous.is_contiguous() && current.is_contiguous())) return std::nullopt;
+  const auto n = static_cast<std::size_t>(current.numel());
+  switch (current.scalar_type()) {
+    case at::kFloat:
+      return fused(std::span<float>(previous.data_ptr<float>(), n), std::span<const float>(current.data_ptr<float>(), n));
+    case at::kDouble:
+      return fused(std::span<double>(previous.data_ptr<double>(), n), std::span<const double>(current.data_ptr<double>(), n));
+    case at::kBFloat16:  // c10::BFloat16 and mldiag::bfloat16 hold the same 16 bits
+      return fused(std::span<bfloat16>(static_cast<bfloat16*>(previous.data_ptr()), n),
+                   std::span<const bfloat16>(static_cast<const bfloat16*>(current.data_ptr()), n));
+    case at::kHalf:
+      return fused(std::span<half>(static_cast<half*>(previous.data_ptr()), n),
+                   std::span<const half>(static_cast<const half*>(current.data_ptr()), n));
+    default: return std::nullopt;
+  }
+}
+}  // namespace detail
+
 /// The statistics of `current - previous` (a parameter's update) and then `previous =
 /// current`, fused: one pass over both CPU tensors where they are contiguous with the same
 /// dtype (stats/update.hpp), a subtraction and a copy otherwise. `previous` is the caller's
@@ -75,34 +108,33 @@ namespace mldiag {
 ///
 /// **Example**: `mon.observe(mldiag::role::update, name, mldiag::update_stats(previous[i], p));`
 [[nodiscard]] inline tensor_stats update_stats(at::Tensor& previous, const at::Tensor& current) {
-  if (previous.numel() != current.numel() || previous.scalar_type() != current.scalar_type()) {
-    throw error("update_stats: the previous values (" + std::to_string(previous.numel()) + " of " +
-                std::string(c10::toString(previous.scalar_type())) + ") do not match the parameter (" +
-                std::to_string(current.numel()) + " of " + std::string(c10::toString(current.scalar_type())) +
-                "); keep a copy made with p.detach().clone()");
-  }
-  const bool fused = previous.is_cpu() && current.is_cpu() && previous.is_contiguous() && current.is_contiguous();
-  const auto n = static_cast<std::size_t>(current.numel());
-  if (fused) {
-    switch (current.scalar_type()) {
-      case at::kFloat:
-        return update_stats(std::span<float>(previous.data_ptr<float>(), n),
-                            std::span<const float>(current.data_ptr<float>(), n));
-      case at::kDouble:
-        return update_stats(std::span<double>(previous.data_ptr<double>(), n),
-                            std::span<const double>(current.data_ptr<double>(), n));
-      case at::kBFloat16:  // c10::BFloat16 and mldiag::bfloat16 hold the same 16 bits
-        return update_stats(std::span<bfloat16>(static_cast<bfloat16*>(previous.data_ptr()), n),
-                            std::span<const bfloat16>(static_cast<const bfloat16*>(current.data_ptr()), n));
-      case at::kHalf:
-        return update_stats(std::span<half>(static_cast<half*>(previous.data_ptr()), n),
-                            std::span<const half>(static_cast<const half*>(current.data_ptr()), n));
-      default: break;
-    }
-  }
+  detail::require_matching_previous(previous, current, "update_stats");
+  if (auto u = detail::with_fused_spans(previous, current, [](auto p, auto c) { return update_stats(p, c); })) return *u;
   const at::Tensor difference = current.detach() - previous;
   previous.copy_(current.detach());
   return compute_stats(difference);
+}
+
+/// `compute_stats(current)` and `update_stats(previous, current)` from one pass over the
+/// parameter where both CPU tensors are contiguous with the same dtype (stats/update.hpp:
+/// the parameter is read from memory once, not twice), then `previous = current`; the two
+/// calls otherwise. Throws `mldiag::error` when the sizes or dtypes differ.
+///
+/// **Example**
+/// ```cpp
+/// const auto s = mldiag::parameter_and_update_stats(previous[i], p);
+/// mon.observe(mldiag::role::parameter, name, s.parameter);
+/// mon.observe(mldiag::role::update, name, s.update);
+/// ```
+[[nodiscard]] inline parameter_update_stats parameter_and_update_stats(at::Tensor& previous, const at::Tensor& current) {
+  detail::require_matching_previous(previous, current, "parameter_and_update_stats");
+  if (auto s = detail::with_fused_spans(previous, current, [](auto p, auto c) { return parameter_and_update_stats(p, c); })) {
+    return *s;
+  }
+  parameter_update_stats out;
+  out.parameter = compute_stats(current);
+  out.update = update_stats(previous, current);
+  return out;
 }
 
 /// Row entropy over the last dimension of logits (attention scores, router logits).
@@ -273,9 +305,14 @@ class module_observer {
       const std::string& key = named[i].key();
       const at::Tensor p = named[i].value().detach();
       if (options_.gradients && named[i].value().grad().defined()) mon.observe(role::gradient, key, named[i].value().grad());
-      if (options_.parameters) mon.observe(role::parameter, key, p);
-      if (options_.updates) {
-        // One fused pass (update_stats) instead of a subtraction and a copy (issue 18).
+      if (options_.parameters && options_.updates) {
+        // One pass for the parameter and its update (issue 18): the parameter is read once.
+        const parameter_update_stats s = parameter_and_update_stats(previous_[i], p);
+        mon.observe(role::parameter, key, s.parameter);
+        if (!first_) mon.observe(role::update, key, s.update);
+      } else if (options_.parameters) {
+        mon.observe(role::parameter, key, p);
+      } else if (options_.updates) {
         const tensor_stats u = update_stats(previous_[i], p);
         if (!first_) mon.observe(role::update, key, u);
       }

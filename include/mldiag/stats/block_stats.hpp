@@ -19,7 +19,7 @@
 #include <type_traits>
 
 #ifdef MLDIAG_HOST_DISPATCH
-#include <immintrin.h>  // the AVX-512 BF16 dot product (bf16_dot_pass)
+#include <immintrin.h>  // the AVX-512 passes around 0 (bf16_centred_pass, f32_centred_pass)
 #endif
 
 namespace mldiag::detail {
@@ -693,23 +693,20 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) tensor_stats block
   return block_stats_float<F, 16>(x, n);
 }
 
-// ---- bf16 with the AVX-512 BF16 dot product (issue 18) ----
+// ---- bf16 and fp32 around zero with AVX-512 (issue 18) ----
 // The kernel above spends 20 instructions on 32 bf16 elements (two unpacks, and per half a
-// subtract, an add, an FMA, a min and a max). Around the shift 0, Σx and Σx^2 of a pair of
-// bf16 in a 32-bit lane are one vdpbf16ps each (times the pair (1, 1), times itself), the
-// extrema come from the raw bits by four 16-bit integer min/max, and zeros from one test
-// into a mask: 11 instructions. The float sums keep the contract's analysis: a bf16 product
-// is exact in float, each vdpbf16ps adds two terms, and two accumulators per sum take
-// alternate vectors (the dot product's latency), so a run of `float_run_groups` vectors puts
-// 8 terms in each lane before the two are added and folded into double (the analysis' R = 8).
-// vdpbf16ps flushes denormal inputs and products to zero: at most 2^-126 per element, which
-// cannot matter, because blocks whose deviations are all below 2^-40 take the exact kernel.
-// Blocks that the 16 samples show far from zero-centred (mean^2 above a quarter of their
-// variance: LayerNorm weights, post-ReLU activations) take the shifted kernel above, and a
-// block that turns out off-centre after this pass takes its second pass there too.
-inline constexpr double bf16_dot_centred = 0.25;
+// subtract, an add, an FMA, a min and a max). A block whose 16 samples look centred near zero
+// (mean^2 at most `centred_ratio` times their variance) is summed around the shift 0 instead,
+// which needs no subtraction: 11 instructions for 32 bf16 (bf16_centred_pass), 6 for 16 fp32
+// (f32_centred_pass). Blocks that the samples show far from zero-centred (LayerNorm weights,
+// post-ReLU activations) take the shifted kernel above, and a block that turns out
+// off-centre after the pass takes its second pass there too. The float sums keep the
+// contract's analysis with c = 0: two accumulators per sum take alternate vectors (the add's
+// latency), and a run of `float_run_groups` vectors puts 8 terms in each lane before the two
+// are added and folded into double (R = 8, docs/stats.md).
+inline constexpr double centred_ratio = 0.25;
 
-// The end of a pass around 0 (bf16_dot_pass, f32_centred_pass): the 16 double lanes of Σx
+// The end of a pass around 0 (bf16_centred_pass, f32_centred_pass): the 16 double lanes of Σx
 // and Σx² summed in a fixed order, then the tail (fewer elements than one step of the loop)
 // in double, element by element; false at a non-finite tail element.
 [[gnu::always_inline]] inline void sum_lanes16(const float_vectors<16>::f64h& s0, const float_vectors<16>::f64h& s1,
@@ -746,54 +743,52 @@ template <class F>
   return true;
 }
 
-[[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]] inline bool bf16_dot_pass(
-    const bfloat16* x, std::size_t n, float_pass_sums& out) noexcept {
+// bf16 around 0: a 64-byte vector holds 32 elements, two per 32-bit lane; the high one is a
+// float once the lane's low half is cleared, the low one once shifted up (two instructions,
+// where widening each element costs two more). Σx: two adds, Σx²: two FMAs, zeros: one test
+// of the 16-bit magnitudes into a mask and one masked add, extrema: three 16-bit integer
+// max/min on the raw bits (the float order follows from them, below): 11 instructions.
+// On the Emerald Rapids Xeon, in L1: 15.5 G elements/s, where the AVX-512 BF16 dot product
+// (Σx and Σx² by one vdpbf16ps each, the kernel of the second session) ran at 13.6-14.4 and,
+// with the block's other steps, 64 MiB bf16 reached 0.60-0.63 of the read ceiling against
+// 0.67-0.72 now (bench/host_stats_bench, 2026-12-03). That kernel ran at 25-28 G/s on Zen 5,
+// where this one has not been measured (docs/benchmarks.md).
+[[gnu::target("avx512f,avx512bw,avx512dq,avx512vl")]] inline bool bf16_centred_pass(const bfloat16* x, std::size_t n,
+                                                                                 float_pass_sums& out) noexcept {
   using f32 = float_vectors<16>::f32;
   using f64 = float_vectors<16>::f64h;
-  typedef std::int16_t i16 __attribute__((vector_size(64)));
-  typedef std::uint16_t u16 __attribute__((vector_size(64)));
-  // The bf16 pair (1, 1). __builtin_bit_cast, not std::bit_cast: a function returning a
-  // 512-bit vector would be built for the default target.
-  const auto one_pair = __builtin_bit_cast(__m512bh, _mm512_set1_epi32(0x3f803f80));
+  using i32 = float_vectors<16>::i32;
+  const __m512i high16 = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   const __m512i abs16 = _mm512_set1_epi16(0x7fff), one16 = _mm512_set1_epi16(1);
-  i16 max_s = i16{} + INT16_MIN, min_s = i16{} + INT16_MAX;  // the bits as signed ...
-  u16 max_u = {};                                             // ... and the largest unsigned
-  __m512i zeros = _mm512_setzero_si512();                     // per 16-bit lane, at most 128
+  __m512i max_s = _mm512_set1_epi16(INT16_MIN), min_s = _mm512_set1_epi16(INT16_MAX);  // the bits as signed ...
+  __m512i max_u = _mm512_setzero_si512();                                              // ... and the largest unsigned
+  __m512i zeros = _mm512_setzero_si512();  // per 16-bit lane, at most block_elems / 32 = 128
   f64 s0 = {}, s1 = {}, q0 = {}, q1 = {};
   const auto* bytes = reinterpret_cast<const char*>(x);
-  const std::size_t pairs_of_vectors = n / 64;  // 64 elements: two vectors of 32
-  for (std::size_t v = 0; v < pairs_of_vectors;) {
-    const std::size_t run_end = std::min(pairs_of_vectors, v + float_run_groups / 2);
+  const std::size_t vectors = n / 32;  // 32 elements a vector
+  for (std::size_t v = 0; v < vectors;) {
+    const std::size_t run_end = std::min(vectors, v + float_run_groups);
     __m512 sa = _mm512_setzero_ps(), sb = sa, qa = sa, qb = sa;
     for (; v < run_end; ++v) {
-      const char* p = bytes + v * 128;
+      const char* p = bytes + v * 64;
       __builtin_prefetch(p + prefetch_bytes);
-      __builtin_prefetch(p + prefetch_bytes + 64);
-      const __m512i u0 = _mm512_loadu_si512(p), u1 = _mm512_loadu_si512(p + 64);
-      const auto h0 = __builtin_bit_cast(__m512bh, u0), h1 = __builtin_bit_cast(__m512bh, u1);
-      sa = _mm512_dpbf16_ps(sa, h0, one_pair);
-      qa = _mm512_dpbf16_ps(qa, h0, h0);
-      sb = _mm512_dpbf16_ps(sb, h1, one_pair);
-      qb = _mm512_dpbf16_ps(qb, h1, h1);
-      zeros = _mm512_mask_add_epi16(zeros, _mm512_testn_epi16_mask(u0, abs16), zeros, one16);
-      zeros = _mm512_mask_add_epi16(zeros, _mm512_testn_epi16_mask(u1, abs16), zeros, one16);
-      const auto a0 = __builtin_bit_cast(i16, u0), a1 = __builtin_bit_cast(i16, u1);
-      const auto b0 = __builtin_bit_cast(u16, u0), b1 = __builtin_bit_cast(u16, u1);
-      max_s = a0 > max_s ? a0 : max_s;
-      min_s = a0 < min_s ? a0 : min_s;
-      max_u = b0 > max_u ? b0 : max_u;
-      max_s = a1 > max_s ? a1 : max_s;
-      min_s = a1 < min_s ? a1 : min_s;
-      max_u = b1 > max_u ? b1 : max_u;
+      const __m512i u = _mm512_loadu_si512(p);
+      // The high element of a 32-bit lane is a float once the low half is cleared, the low one
+      // once shifted up (a generic vector shift: GCC 12 warns falsely inside _mm512_slli_epi32).
+      const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(u, high16));
+      const __m512 lo = __builtin_bit_cast(__m512, __builtin_bit_cast(i32, u) << 16);
+      sa = _mm512_add_ps(sa, hi);
+      qa = _mm512_fmadd_ps(hi, hi, qa);
+      sb = _mm512_add_ps(sb, lo);
+      qb = _mm512_fmadd_ps(lo, lo, qb);
+      zeros = _mm512_mask_add_epi16(zeros, _mm512_testn_epi16_mask(u, abs16), zeros, one16);
+      max_s = _mm512_max_epi16(max_s, u);
+      min_s = _mm512_min_epi16(min_s, u);
+      max_u = _mm512_max_epu16(max_u, u);
     }
     fold_to_double<16>(__builtin_bit_cast(f32, sa) + __builtin_bit_cast(f32, sb), s0, s1);
     fold_to_double<16>(__builtin_bit_cast(f32, qa) + __builtin_bit_cast(f32, qb), q0, q1);
   }
-  // Extrema from the bits: a positive maximum is the largest signed value; with none (all
-  // negative), the maximum is the negative of smallest magnitude, which is then also the
-  // smallest signed value. A negative minimum is the largest unsigned value; with none, the
-  // smallest signed value. (A fourth running value, the smallest unsigned, is not needed:
-  // bf16 in L1 went from 9.3-9.7 to 9.5-10.7 G elements/s without it on the Xeon, 2026-12-03.)
   std::array<std::int16_t, 32> ms, ns;
   std::array<std::uint16_t, 32> mu, zl;
   std::memcpy(ms.data(), &max_s, sizeof ms);
@@ -809,7 +804,7 @@ template <class F>
     out.zeros += zl[j];
   }
   const auto value = [](std::uint32_t bits16) { return std::bit_cast<float>(bits16 << 16); };
-  const std::size_t head = pairs_of_vectors * 64;
+  const std::size_t head = vectors * 32;
   const auto low_bits = static_cast<std::uint16_t>(low_s);
   float lo = head == 0 ? value(x[0].bits) : value(top_u >= 0x8000u ? top_u : low_bits);
   float hi = head == 0 ? lo : value(top_s >= 0 ? static_cast<std::uint16_t>(top_s) : low_bits);
@@ -819,17 +814,12 @@ template <class F>
   return finish_pass(lo, hi, s, q, out);
 }
 
-// ---- fp32 around zero with AVX-512 (issue 18, third session) ----
-// On a CPU with two 512-bit vector ports (Intel's server cores) the shifted kernel's eight
-// operations per 16 fp32 elements (and, compare, subtract for the zero count; min, max;
-// subtract the shift, add, FMA) bound it at 4 cycles a vector: 7.2-7.8 G elements/s in L1 on
-// an Emerald Rapids Xeon, where 64 MiB from its L3 arrives at 8 G/s. A block whose 16 samples
-// look centred (as bf16_dot_centred decides for bf16) is summed around 0 instead: Σx by one
-// add, Σx² by one FMA, zeros by one test into a mask and one masked add, min and max: six
-// operations. Two accumulators per sum take alternate vectors (the add's latency), and a run
-// of `float_run_groups` vectors puts 8 terms in each lane before it is folded into double:
-// the analysis of the shifted kernel with c = 0 (docs/stats.md). A block that turns out
-// off-centre after this pass takes its second pass around the mean in the shifted kernel.
+// fp32 around 0 (third session): on a CPU with two 512-bit vector ports (Intel's server
+// cores) the shifted kernel's eight operations per 16 fp32 elements (and, compare, subtract
+// for the zero count; min, max; subtract the shift, add, FMA) bound it at 4 cycles a vector:
+// 7.2-7.8 G elements/s in L1 on an Emerald Rapids Xeon, where 64 MiB from its L3 arrives at
+// 8 G/s. Around 0: Σx by one add, Σx² by one FMA, zeros by one test into a mask and one
+// masked add, min and max: six operations.
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl")]] inline bool f32_centred_pass(const float* x, std::size_t n,
                                                                                 float_pass_sums& out) noexcept {
   using f32 = float_vectors<16>::f32;
@@ -886,7 +876,7 @@ template <class F>
                                                                                              std::size_t n) noexcept {
   block_sample sample;
   if (!sample_block<fmt_f32>(x, n, sample)) return block_stats_narrow<fmt_f32>(x, n);
-  if (sample.mean * sample.mean > bf16_dot_centred * sample.variance) {
+  if (sample.mean * sample.mean > centred_ratio * sample.variance) {
     return block_stats_float_around<fmt_f32, 16>(x, n, static_cast<float>(sample.mean));
   }
   float_pass_sums r;
@@ -894,15 +884,15 @@ template <class F>
   return finish_float_block<fmt_f32, 16>(x, n, 0.0f, r);
 }
 
-[[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")]] inline tensor_stats block_stats_avx512_bf16(
+[[gnu::target("avx512f,avx512bw,avx512dq,avx512vl")]] inline tensor_stats block_stats_avx512_bf16(
     const bfloat16* x, std::size_t n) noexcept {
   block_sample sample;
   if (!sample_block<fmt_bf16>(x, n, sample)) return block_stats_narrow<fmt_bf16>(x, n);
-  if (sample.mean * sample.mean > bf16_dot_centred * sample.variance) {
+  if (sample.mean * sample.mean > centred_ratio * sample.variance) {
     return block_stats_float_around<fmt_bf16, 16>(x, n, static_cast<float>(sample.mean));
   }
   float_pass_sums r;
-  if (!bf16_dot_pass(x, n, r)) return block_stats_narrow<fmt_bf16>(x, n);
+  if (!bf16_centred_pass(x, n, r)) return block_stats_narrow<fmt_bf16>(x, n);
   return finish_float_block<fmt_bf16, 16>(x, n, 0.0f, r);
 }
 #endif
@@ -1012,9 +1002,8 @@ tensor_stats block_stats(const typename F::element* x, std::size_t n) noexcept {
 #ifdef MLDIAG_HOST_DISPATCH
     switch (active_host_isa()) {
       case host_isa::avx512_bf16:
-        if constexpr (std::is_same_v<F, fmt_bf16>) return block_stats_avx512_bf16(x, n);
-        [[fallthrough]];
       case host_isa::avx512:
+        if constexpr (std::is_same_v<F, fmt_bf16>) return block_stats_avx512_bf16(x, n);
         if constexpr (std::is_same_v<F, fmt_f32>) return block_stats_avx512_f32(x, n);
         return block_stats_avx512<F>(x, n);
       case host_isa::avx2: return block_stats_avx2<F>(x, n);

@@ -19,9 +19,11 @@ namespace mldiag {
 
 /// The vector units the host statistics kernel is built for, narrowest first. `portable` is
 /// the compiler's default target (SSE2 on x86-64, NEON on arm64): the only one where there is
-/// no dispatch. `avx512_bf16` is `avx512` plus the BF16 dot product (Zen 4 and later, Cooper
-/// Lake, Sapphire Rapids and later), which reads bf16 tensors with fewer instructions; every
-/// other format runs the `avx512` kernel there.
+/// no dispatch. `avx512_bf16` is `avx512` on a CPU with the BF16 dot product (Zen 4 and later,
+/// Cooper Lake, Sapphire Rapids and later); the statistics run the `avx512` kernels there (a
+/// dot-product kernel for bf16 was slower than the one without it on an Emerald Rapids Xeon,
+/// docs/stats.md), and the value stays so that `MLDIAG_HOST_ISA` and the benchmarks keep
+/// naming what the CPU has.
 enum class host_isa : int { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 
 /// Every ISA, narrowest first (for tests and benchmarks that try each one the CPU can run).
