@@ -424,9 +424,9 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         if (p.grad().defined()) mon.observe(mldiag::role::gradient, key, mldiag::compute_stats(p.grad()));
         // Read in place: no detach() (it builds a new tensor object; the statistics only read
         // the memory, inside the NoGradGuard). The parameter and its update in one pass.
-        const auto s = mldiag::parameter_and_update_stats(previous[i], p);
-        update_of[i] = s.update;
-        mon.observe(mldiag::role::parameter, key, s.parameter);
+        const auto both = mldiag::parameter_and_update_stats(previous[i], p);
+        update_of[i] = both.update;
+        mon.observe(mldiag::role::parameter, key, both.parameter);
         mon.observe(mldiag::role::update, key, update_of[i]);
       }
       for (const auto& t : tap.tensors) mon.observe(t.role, t.name, mldiag::compute_stats(t.t));
