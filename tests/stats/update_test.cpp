@@ -91,7 +91,7 @@ TEST_CASE_TEMPLATE("parameter_and_update_stats equals compute_stats and update_s
       const auto got = mldiag::parameter_and_update_stats(std::span<T>(previous), std::span<const T>(current));
       CHECK(got.parameter == mldiag::compute_stats(std::span<const T>(current)));
       CHECK(got.update == mldiag::update_stats(std::span<T>(previous_two), std::span<const T>(current)));
-      CHECK(std::memcmp(previous.data(), current.data(), n * sizeof(T)) == 0);
+      CHECK((n == 0 || std::memcmp(previous.data(), current.data(), n * sizeof(T)) == 0));  // memcmp of null: UB
       if (n > 5000) {
         CHECK(got.parameter.pos_inf == 1);
         CHECK(got.update.nan == 1);
