@@ -751,7 +751,7 @@ template <class F>
 // On the Emerald Rapids Xeon, in L1: 15.5 G elements/s, where the AVX-512 BF16 dot product
 // (Σx and Σx² by one vdpbf16ps each, the kernel of the second session) ran at 13.6-14.4 and,
 // with the block's other steps, 64 MiB bf16 reached 0.60-0.63 of the read ceiling against
-// 0.67-0.72 now (bench/host_stats_bench, 2026-12-03). That kernel ran at 25-28 G/s on Zen 5,
+// 0.67-0.72 now (bench/host_stats_bench, 2026-12-04). That kernel ran at 25-28 G/s on Zen 5,
 // where this one has not been measured (docs/benchmarks.md).
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl")]] inline bool bf16_centred_pass(const bfloat16* x, std::size_t n,
                                                                                  float_pass_sums& out) noexcept {
@@ -789,6 +789,10 @@ template <class F>
     fold_to_double<16>(__builtin_bit_cast(f32, sa) + __builtin_bit_cast(f32, sb), s0, s1);
     fold_to_double<16>(__builtin_bit_cast(f32, qa) + __builtin_bit_cast(f32, qb), q0, q1);
   }
+  // Extrema from the bits: a positive maximum is the largest signed value; with none (all
+  // negative), the maximum is the negative of smallest magnitude, which is then also the
+  // smallest signed value. A negative minimum is the largest unsigned value; with none, the
+  // smallest signed value. (A fourth running value, the smallest unsigned, is not needed.)
   std::array<std::int16_t, 32> ms, ns;
   std::array<std::uint16_t, 32> mu, zl;
   std::memcpy(ms.data(), &max_s, sizeof ms);
