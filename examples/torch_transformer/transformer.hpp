@@ -434,9 +434,9 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
       // The row entropy of every attention row, on the rows and steps monitor_config::entropy
       // samples (all of them by default).
       for (const auto& [name, scores] : tap.attention) mon.observe_logits(name, scores, scores.size(-1));
-      for (const auto& rt : tap.routers) {
-        const auto counts = torch::bincount(rt.assignment.reshape({-1}), {}, s.experts).to(torch::kDouble).contiguous();
-        mon.observe_router_load(rt.name, std::span<const double>(counts.data_ptr<double>(), static_cast<std::size_t>(s.experts)));
+      for (const auto& rt : tap.routers) {  // `assignment`: [B*T] int64 expert indices, contiguous
+        mon.observe_router_assignments(rt.name, std::span<const std::int64_t>(rt.assignment.data_ptr<std::int64_t>(), static_cast<std::size_t>(rt.assignment.numel())),
+                                       static_cast<std::size_t>(s.experts));
       }
       for (const auto& [name, seconds] : tap.layer_seconds) mon.observe_layer_time(name, seconds);
     } else if (mode == stats_mode::torch_peer) {

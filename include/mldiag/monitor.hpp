@@ -13,6 +13,7 @@
 #include "mldiag/protocol/diagnosis.hpp"
 
 #include <cmath>
+#include <concepts>  // std::integral
 #include <cstdint>
 #include <cstdio>  // std::fprintf (the destructor's report errors)
 #include <exception>
@@ -166,6 +167,15 @@ class monitor {
   void observe_router_load(std::string_view name, std::span<const double> loads) {
     ensure_open();
     recorder_.record_router_load(name, loads);
+  }
+  /// The expert load of a mixture-of-experts router, counted from its assignments (each
+  /// token's expert index in [0, experts); top-k gives k per token).
+  ///
+  /// **Example**: `mon.observe_router_assignments("blocks.1.router", std::span<const std::int64_t>(choice), 8);`
+  template <std::integral I>
+  void observe_router_assignments(std::string_view name, std::span<const I> assignments, std::size_t experts) {
+    ensure_open();
+    recorder_.record_router_assignments(name, assignments, experts);
   }
   void observe_drift(std::string_view name, double drift) { ensure_open(); recorder_.record_drift(name, drift); }
   void observe(role r, std::string_view name, const tensor_stats& s) { ensure_open(); recorder_.record(r, name, s); }

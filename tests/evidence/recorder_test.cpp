@@ -7,6 +7,8 @@
 #include "../support/count_allocations.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <span>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,6 +69,49 @@ TEST_CASE("router load gives normalized entropy dead experts and max over mean")
   // p = 0.75, 0.25: H = 0.562335 nats, / log 4
   CHECK(s.routers[1].normalized_entropy == doctest::Approx(0.5623351446 / std::log(4.0)).epsilon(1e-9));
   CHECK(s.routers[1].max_over_mean == 3.0);
+}
+
+TEST_CASE("router assignments are counted into the same load as the counts themselves") {
+  // 16 tokens over 4 experts, counted by hand: expert 0 x12, expert 1 x4, experts 2 and 3 x0.
+  const std::int64_t choice[] = {0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0};
+  const std::uint8_t small[] = {0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0};
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  rec.record_router_assignments("moe.int64", std::span<const std::int64_t>(choice), 4);
+  rec.record_router_assignments("moe.uint8", std::span<const std::uint8_t>(small), 4);
+  rec.record_router_assignments("moe.empty", std::span<const std::int64_t>(), 4);
+  const auto& s = rec.end_step();
+  REQUIRE(s.routers.size() == 3);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(s.routers[static_cast<std::size_t>(i)].experts == 4);
+    CHECK(s.routers[static_cast<std::size_t>(i)].total_load == 16.0);
+    CHECK(s.routers[static_cast<std::size_t>(i)].dead == 2);
+    CHECK(s.routers[static_cast<std::size_t>(i)].max_over_mean == 3.0);  // 12 / (16 / 4)
+    // p = 0.75, 0.25: H = 0.562335 nats, / log 4
+    CHECK(s.routers[static_cast<std::size_t>(i)].normalized_entropy == doctest::Approx(0.5623351446 / std::log(4.0)).epsilon(1e-9));
+  }
+  CHECK(s.routers[2].total_load == 0.0);
+  CHECK(s.routers[2].dead == 4);
+}
+
+TEST_CASE("a router assignment outside the experts is an mldiag error") {
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  const std::int64_t negative[] = {0, -1, 2}, too_big[] = {0, 4}, fine[] = {3};
+  const std::uint32_t unsigned_big[] = {7};
+  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(negative), 4),
+                       doctest::Contains("mldiag: recorder::record_router_assignments 'moe': expert index -1 is outside [0, 4)"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(too_big), 4),
+                       doctest::Contains("expert index 4 is outside [0, 4)"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::uint32_t>(unsigned_big), 4),
+                       doctest::Contains("expert index 7 is outside"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(fine), 0),
+                       doctest::Contains("0 experts"), mldiag::error);
+  rec.record_router_assignments("moe", std::span<const std::int64_t>(fine), 4);
+  const auto& s = rec.end_step();
+  REQUIRE(s.routers.size() == 1);  // nothing recorded for the refused calls
+  CHECK(s.routers[0].total_load == 1.0);
+  CHECK(s.routers[0].dead == 3);
 }
 
 TEST_CASE("the diagnostic snapshot has the seed's keys and decides the trend by regression") {

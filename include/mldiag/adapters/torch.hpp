@@ -353,10 +353,9 @@ inline void record_attention_probs(recorder& rec, std::string_view name, const a
 inline void record_router(recorder& rec, std::string_view name, const at::Tensor& router_logits,
                           const at::Tensor& expert_assignments) {
   const std::int64_t experts = router_logits.size(-1);
-  const at::Tensor counts =
-      torch::bincount(expert_assignments.detach().reshape({-1}).to(at::kLong).cpu(), {}, experts).to(at::kDouble);
-  const at::Tensor contiguous = counts.contiguous();
-  rec.record_router_load(name, std::span<const double>(contiguous.data_ptr<double>(), static_cast<std::size_t>(experts)));
+  const at::Tensor choice = expert_assignments.detach().reshape({-1}).to(at::kLong).cpu().contiguous();
+  rec.record_router_assignments(name, std::span<const std::int64_t>(choice.data_ptr<std::int64_t>(), static_cast<std::size_t>(choice.numel())),
+                                static_cast<std::size_t>(experts));
   rec.record_entropy(std::string(name) + ".logits", entropy_from_logits(router_logits.detach()));
 }
 
