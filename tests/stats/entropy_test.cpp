@@ -360,6 +360,57 @@ TEST_CASE_TEMPLATE("many rows in one call: each row within its bound, invalid ro
   MESSAGE("largest |mean H - mean H_ref|: " << worst);
 }
 
+TEST_CASE_TEMPLATE("causal attention rows: the trailing masked columns a group skips change nothing", T, float,
+                   mldiag::bfloat16, mldiag::half) {
+  // Every row masked as attention masks it: row r of a head sees keys 0..r (causal), or the
+  // last r + 1 keys (masked at the front, where nothing can be skipped), or keys 0..r/2 with a
+  // -inf in the middle. Under a causal mask a group of rows ends before the last column (the
+  // rows 0-15 of 32 keys end at column 16) and the column kernel stops there; a column dropped
+  // too early changes a row's entropy by far more than the bound. Checked against the long
+  // double softmax through the sum, extrema and counts.
+  std::mt19937_64 rng(57);
+  const auto before = mldiag::active_host_isa();
+  for (auto isa : mldiag::host_isas) {
+    if (!mldiag::select_host_isa(isa)) continue;
+    CAPTURE(std::string(mldiag::host_isa_name(isa)));
+    for (std::size_t len : {8, 16, 17, 32, 33, 64, 100, 256}) {
+      for (int pattern : {0, 1, 2}) {
+        CAPTURE(len);
+        CAPTURE(pattern);
+        const std::size_t heads = 3, rows = heads * len;
+        std::normal_distribution<double> normal(std::is_same_v<T, mldiag::half> ? 1.0 : 2.0, 2.0);
+        std::vector<T> z(rows * len);
+        long double sum = 0;
+        double lo = inf, hi = -inf, tol = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t q = r % len;  // the query's position in its head
+          std::vector<double> ref(len);
+          for (std::size_t i = 0; i < len; ++i) {
+            bool masked = pattern == 0 ? i > q : pattern == 1 ? i < len - 1 - q : (i > q / 2 || (i == q / 4 && q >= 8));
+            T v = masked ? make_logit<T>(-inf) : make_logit<T>(normal(rng));
+            z[r * len + i] = v;
+            ref[i] = static_cast<double>(v);
+          }
+          const double h = static_cast<double>(softmax_entropy(ref));
+          std::size_t support = 0;
+          for (double v : ref) support += std::isinf(v) ? 0 : 1;
+          sum += h;
+          lo = std::min(lo, h);
+          hi = std::max(hi, h);
+          tol = std::max(tol, float_entropy_tol(static_cast<double>(support)));
+        }
+        const auto e = mldiag::entropy_from_logits(z, static_cast<std::int64_t>(len));
+        REQUIRE(e.rows == rows);
+        CHECK(e.invalid_rows == 0);
+        CHECK(std::fabs(e.sum - static_cast<double>(sum)) <= tol * static_cast<double>(rows));
+        CHECK(std::fabs(e.min - lo) <= tol);
+        CHECK(std::fabs(e.max - hi) <= tol);
+      }
+    }
+  }
+  mldiag::select_host_isa(before);
+}
+
 TEST_CASE("the float-lane path keeps the classes: NaN, +Inf, all-masked rows are invalid") {
   // Rows of 40 (two AVX-512 vectors and a tail): the special value in the vector part and
   // in the tail, fp16's infinity (which widens to a finite float by bits) included.

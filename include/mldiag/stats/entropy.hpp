@@ -636,9 +636,10 @@ template <class F, std::size_t L>
       transpose_lanes<L>(v);
       for (std::size_t c = 0; c < n; ++c) columns[c0 + c] = v[c];
     }
-    // Pass 1: each row's largest value, and whether it has a NaN or +Inf (by bits, as above).
+    // Pass 1: each row's largest value, whether it has a NaN or +Inf (by bits, as above), and
+    // one past its last entry that is not -inf.
     f32 mx = neg_inf;
-    i32 top_bits = i32{} + std::numeric_limits<std::int32_t>::min(), top_abs = {};
+    i32 top_bits = i32{} + std::numeric_limits<std::int32_t>::min(), top_abs = {}, live_end = {};
     for (std::size_t c = 0; c < len; ++c) {
       const f32 v = columns[c];
       const i32 fb = __builtin_bit_cast(i32, v);
@@ -646,13 +647,24 @@ template <class F, std::size_t L>
       top_bits = fb > top_bits ? fb : top_bits;
       top_abs = fa > top_abs ? fa : top_abs;
       mx = v > mx ? v : mx;
+      live_end = v != neg_inf ? i32{} + static_cast<std::int32_t>(c + 1) : live_end;
     }
     const i32 invalid = (top_bits >= 0x7f800000) | (top_abs > 0x7f800000) | (mx == neg_inf);
+    // Pass 2 stops after the group's last column with an entry that is not -inf: the columns
+    // after it add exactly +0 to S and U and nothing to the support, so the result is the same
+    // bit for bit. Under a causal mask the first rows of a head end early: for 32 keys, the
+    // group of rows 0-15 ends at column 16, and pass 2 does 3/4 of the work.
+    std::size_t end = 0;
+    {
+      std::array<std::int32_t, L> ends;
+      std::memcpy(ends.data(), &live_end, sizeof live_end);
+      for (std::size_t k = 0; k < L; ++k) end = std::max(end, static_cast<std::size_t>(ends[k]));
+    }
     // Pass 2: S, U and the support, runs of float_run_groups columns folded into double.
     f64h s0 = {}, s1 = {}, u0 = {}, u1 = {};
     i32 support = {};
-    for (std::size_t c = 0; c < len;) {
-      const std::size_t run_end = std::min(len, c + float_run_groups);
+    for (std::size_t c = 0; c < end;) {
+      const std::size_t run_end = std::min(end, c + float_run_groups);
       f32 sf = {}, uf = {};
       for (; c < run_end; ++c) {
         const f32 v = columns[c];
