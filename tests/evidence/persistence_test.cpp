@@ -3,9 +3,11 @@
 // exact float64 cosine, its absent cases, and its errors.
 #include <doctest/doctest.h>
 
+#include "mldiag/core/element_types.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/persistence.hpp"
 #include "mldiag/evidence/recorder.hpp"
+#include "mldiag/stats/host_isa.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -127,6 +129,94 @@ TEST_CASE("gradient_persistence: add_sampled with a gathered sample equals add")
   CHECK(gathered.stride_for(4096) == 1);
   CHECK(gathered.stride_for(250000) % 2 == 1);
   CHECK((250000 + gathered.stride_for(250000) - 1) / gathered.stride_for(250000) <= 4096);
+}
+
+TEST_CASE("gradient_persistence: every host ISA gives the same cosines, bit for bit, within 0.05 of float64") {
+  // The sketch runs in the widest vectors the CPU has, one element at a time elsewhere; each
+  // lane does the scalar loop's operations. Three steps of the awkward sizes (tails of 1-7
+  // elements, runs that wrap around the last bucket, strided samples), in float, double and
+  // bf16; and a matrix whose one column dominates (structured gradients).
+  const auto p = correlated(0.6, 77);
+  const auto third = correlated(0.6, 78).b;
+  std::vector<float> column(300 * 64);
+  std::mt19937_64 gen(5);
+  std::normal_distribution<double> n01;
+  std::vector<float> column_next(column.size());
+  for (std::size_t i = 0; i < column.size(); ++i) {
+    const double big = i % 64 == 3 ? 50.0 : 1.0;  // column 3 of [300, 64]
+    const double x = n01(gen);
+    column[i] = static_cast<float>(big * x);
+    column_next[i] = static_cast<float>(big * (0.6 * x + 0.8 * n01(gen)));
+  }
+  const auto before = mldiag::active_host_isa();
+  std::optional<mldiag::gradient_cosines> first_f, first_d, first_b;
+  std::optional<double> first_column;
+  for (auto isa : mldiag::host_isas) {
+    if (!mldiag::select_host_isa(isa)) continue;
+    CAPTURE(std::string(mldiag::host_isa_name(isa)));
+    mldiag::gradient_persistence gf, gd, gb, gc;
+    std::optional<mldiag::gradient_cosines> cf, cd, cb;
+    for (const auto* step : {&p.a, &p.b, &third}) {
+      for (std::size_t t = 0; t < step->size(); ++t) {
+        const auto& v = (*step)[t];
+        std::vector<double> d(v.begin(), v.end());
+        std::vector<mldiag::bfloat16> b;
+        for (float x : v) b.push_back(mldiag::bfloat16(x));
+        gf.add(tensor_name(t), std::span<const float>(v));
+        gd.add(tensor_name(t), std::span<const double>(d));
+        gb.add(tensor_name(t), std::span<const mldiag::bfloat16>(b));
+      }
+      cf = gf.finish_step();
+      cd = gd.finish_step();
+      cb = gb.finish_step();
+    }
+    REQUIRE(cf.has_value());
+    REQUIRE(cd.has_value());
+    REQUIRE(cb.has_value());
+    REQUIRE(cf->increments.has_value());
+    // float and double inputs hold the same values: the same sketch.
+    CHECK(cf->consecutive == cd->consecutive);
+    CHECK(std::fabs(cf->consecutive - exact_cosine({p.b, third})) < 0.05);
+    CHECK(std::fabs(cb->consecutive - exact_cosine({p.b, third})) < 0.05);
+    gc.add("column", std::span<const float>(column));
+    (void)gc.finish_step();
+    gc.add("column", std::span<const float>(column_next));
+    const auto cc = gc.finish_step();
+    REQUIRE(cc.has_value());
+    CHECK(std::fabs(cc->consecutive - exact_cosine({{column}, {column_next}})) < 0.05);
+    if (!first_f) {
+      first_f = cf;
+      first_d = cd;
+      first_b = cb;
+      first_column = cc->consecutive;
+    } else {
+      CHECK(cf->consecutive == first_f->consecutive);
+      CHECK(*cf->increments == *first_f->increments);
+      CHECK(cd->consecutive == first_d->consecutive);
+      CHECK(cb->consecutive == first_b->consecutive);
+      CHECK(*cb->increments == *first_b->increments);
+      CHECK(cc->consecutive == *first_column);
+    }
+    // A NaN or an Inf in the vector part or in the tail: no cosine on any ISA.
+    for (std::size_t at : {std::size_t{2}, std::size_t{33}, std::size_t{98}}) {
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+        mldiag::gradient_persistence g;
+        std::vector<float> ones(99, 1.0f), with_bad(99, 1.0f);
+        with_bad[at] = bad;
+        g.add("w", std::span<const float>(ones));
+        (void)g.finish_step();
+        g.add("w", std::span<const float>(with_bad));
+        CHECK_FALSE(g.finish_step().has_value());
+        g.add("w", std::span<const float>(ones));
+        CHECK_FALSE(g.finish_step().has_value());  // the previous step held it
+        g.add("w", std::span<const float>(ones));
+        const auto c = g.finish_step();
+        REQUIRE(c.has_value());
+        CHECK(c->consecutive == doctest::Approx(1.0).epsilon(1e-12));
+      }
+    }
+  }
+  mldiag::select_host_isa(before);
 }
 
 TEST_CASE("gradient_persistence: absent without a previous step, for zeros, and around a NaN") {

@@ -169,6 +169,24 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
 /// mldiag::gradient_persistence persist;  // one per model, outside the loop
 /// if (auto c = mldiag::gradient_cosines_of(persist, model)) mon.observe_grad_cosines(*c);
 /// ```
+namespace detail {
+// A contiguous CPU gradient of a floating dtype, added to `persist` from its memory (no
+// framework call); false for anything else.
+inline bool add_gradient_in_place(gradient_persistence& persist, std::string_view name, const at::Tensor& g) {
+  if (!g.is_cpu() || !g.is_contiguous()) return false;
+  const auto n = static_cast<std::size_t>(g.numel());
+  switch (g.scalar_type()) {
+    case at::kFloat: persist.add(name, std::span<const float>(g.data_ptr<float>(), n)); return true;
+    case at::kDouble: persist.add(name, std::span<const double>(g.data_ptr<double>(), n)); return true;
+    case at::kBFloat16:
+      persist.add(name, std::span<const bfloat16>(static_cast<const bfloat16*>(g.data_ptr()), n));
+      return true;
+    case at::kHalf: persist.add(name, std::span<const half>(static_cast<const half*>(g.data_ptr()), n)); return true;
+    default: return false;
+  }
+}
+}  // namespace detail
+
 [[nodiscard]] inline std::optional<gradient_cosines> gradient_cosines_of(gradient_persistence& persist, const torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   std::vector<std::string> names;
@@ -177,6 +195,10 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& g = item.value().grad();
     if (!g.defined() || g.numel() == 0) continue;
+    // Contiguous CPU gradients are read where they are: the framework's slice, conversion to
+    // double and concatenation cost 10x the sketch itself (1.0-1.4 ms a step on the example
+    // transformer's 80 gradients, issue 18). The same values in the same order.
+    if (detail::add_gradient_in_place(persist, item.key(), g)) continue;
     const auto n = static_cast<std::size_t>(g.numel());
     const auto st = static_cast<std::int64_t>(persist.stride_for(n));
     samples.push_back(g.detach().reshape({-1}).slice(0, 0, g.numel(), st).to(at::kDouble));
