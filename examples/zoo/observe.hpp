@@ -72,7 +72,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     mon.observe(mldiag::role::parameter, key, s.parameter);
     mon.observe(mldiag::role::update, key, s.update);
   }
-  if (const auto c = mldiag::gradient_cosines_of(prev.persist, m)) mon.observe_grad_cosines(*c);
+  if (const auto c = mldiag::gradient_cosines_of(prev.persist, named)) mon.observe_grad_cosines(*c);
   if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
