@@ -57,10 +57,10 @@ struct monitor_config {
   /// Which rows and steps `observe_logits` reads (stats/entropy.hpp). The default reads every
   /// row on every step, so the accuracy suite's attention-collapse findings are what they were;
   /// `{.row_stride = 4}` halved the monitor's cost where attention logits dominate it (the
-  /// example transformer at 2048 tokens a step: 4.6% -> 2.4% of the step on an AMD VM, 3.2%
+  /// example transformer at 2048 tokens a step: 4.6% -> 2.4% of the step on an AMD VM, 3.0%
   /// -> 1.7% on a Xeon, docs/benchmarks.md) and changed less at 256 tokens (AMD: 6.9% and
-  /// 7.1%, where cache misses dominate; Xeon: 3.9% and 3.3%). It found the example's planted
-  /// attention collapse at the same step as every row (docs/stats.md).
+  /// 7.1%, where cache misses dominate; Xeon: medians of five runs 3.5% and 2.9%). It found
+  /// the example's planted attention collapse at the same step as every row (docs/stats.md).
   entropy_sampling entropy = {};
 };
 
