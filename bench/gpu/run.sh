@@ -68,16 +68,16 @@ echo "$nccl_note" | tee "$out/tests.txt"
 build-gpu/mldiag_test_cuda 2>&1 | tee -a "$out/tests.txt" || status=1
 echo "=== examples/cuda_raw ==="
 build-gpu/mldiag_cuda_raw 2>&1 | tee "$out/cuda_raw.txt" || status=1
+echo "=== benchmark ==="
+python3 bench/gpu/bench.py --lib build-gpu/libmldiag_bench.so $quick 2>&1 | tee "$out/bench.txt" || status=1
 if command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck; do
     echo "=== compute-sanitizer --tool $tool ==="
-    timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/mldiag_test_cuda \
+    timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/mldiag_test_cuda \
         --test-case="*chunk boundaries*,*clear errors*,*readback*" 2>&1 | tail -5 | tee "$out/sanitizer-$tool.txt" || status=1
   done
 else
   echo "mldiag: compute-sanitizer not found: skipped" | tee "$out/sanitizer.txt"
 fi
 
-echo "=== benchmark ==="
-python3 bench/gpu/bench.py --lib build-gpu/libmldiag_bench.so $quick 2>&1 | tee "$out/bench.txt" || status=1
 exit $status

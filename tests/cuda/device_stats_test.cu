@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -150,34 +151,152 @@ TEST_CASE("lists of 1 and 2000 tensors match the host engine") {
   run_list(many, 4);
 }
 
-TEST_CASE("row entropy on the device matches the host") {
-  std::mt19937_64 rng(5);
+// The entropy of one row of logits in long double (the reference): -inf entries masked; an
+// invalid row (NaN, +Inf, nothing left) gives support 0.
+struct exact_row {
+  long double h = 0.0L;
+  std::size_t support = 0;
+};
+exact_row exact_logits_row(const std::vector<double>& z) {
+  long double m = -INFINITY;
+  for (double v : z) {
+    if (std::isnan(v) || v == INFINITY) return {};
+    if (v != -INFINITY) m = std::fmax(m, static_cast<long double>(v));
+  }
+  exact_row r;
+  long double s = 0.0L, u = 0.0L;
+  for (double v : z) {
+    if (v == -INFINITY) continue;
+    ++r.support;
+    const long double d = static_cast<long double>(v) - m, e = std::exp(d);
+    s += e;
+    u += d * e;
+  }
+  if (r.support == 0) return {};
+  r.h = std::log(s) - u / s;
+  return r;
+}
+
+// Rows of logits of format T with masks and invalid rows planted, as the device reads them:
+// the device's row entropy against the long double one (the contract's 2e-6 (1 + ln n) nats
+// for each row's entropy, so the mean, minimum and maximum too) and the host's counts.
+template <class T>
+void check_logit_rows(std::int64_t len, std::int64_t rows, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  for (std::int64_t len : {8, 1000, 5000}) {
-    const std::int64_t rows = 300;
-    std::vector<float> z(static_cast<std::size_t>(rows * len));
-    for (auto& v : z) v = normal(rng);
-    z[3] = -INFINITY;  // masked
-    z[static_cast<std::size_t>(len) + 1] = NAN;  // row 1 invalid
-    device_buffer d(z.size() * 4), ws(mldiag::cuda::entropy_workspace_bytes(rows)), out(sizeof(mldiag::entropy_stats));
-    REQUIRE(cudaMemcpy(d.ptr, z.data(), z.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    const mldiag::tensor_ref t("logits", d.ptr, static_cast<std::int64_t>(z.size()), mldiag::dtype::f32, mldiag::device::cuda(0));
-    mldiag::cuda::entropy_rows(t, len, true, ws.ptr, mldiag::cuda::entropy_workspace_bytes(rows),
+  std::vector<T> z(static_cast<std::size_t>(rows * len));
+  for (auto& v : z) v = T(normal(rng));
+  auto at = [&](std::int64_t r, std::int64_t i) -> T& { return z[static_cast<std::size_t>(r * len + i)]; };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r % 5 == 2) {  // causal: row r keeps its first (r mod len) + 1 keys
+      for (std::int64_t i = r % len + 1; i < len; ++i) at(r, i) = T(-INFINITY);
+    }
+  }
+  at(1, len - 1) = T(NAN);                     // row 1 invalid
+  if (rows > 3) at(3, 0) = T(INFINITY);        // row 3 invalid (+Inf)
+  if (rows > 4) for (std::int64_t i = 0; i < len; ++i) at(4, i) = T(-INFINITY);  // nothing left: invalid
+  if (rows > 6 && len > 2) at(6, len / 2) = T(40.0f);  // one dominant key: entropy near 0
+  constexpr mldiag::dtype type = std::is_same_v<T, float> ? mldiag::dtype::f32
+                                 : std::is_same_v<T, mldiag::bfloat16> ? mldiag::dtype::bf16
+                                                                       : mldiag::dtype::f16;
+  device_buffer d(z.size() * sizeof(T)), ws(mldiag::cuda::entropy_workspace_bytes(static_cast<std::uint64_t>(rows)));
+  device_buffer out(sizeof(mldiag::entropy_stats));
+  REQUIRE(cudaMemcpy(d.ptr, z.data(), z.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  const mldiag::tensor_ref t("logits", d.ptr, static_cast<std::int64_t>(z.size()), type, mldiag::device::cuda(0));
+  mldiag::cuda::entropy_rows(t, len, true, ws.ptr, mldiag::cuda::entropy_workspace_bytes(static_cast<std::uint64_t>(rows)),
+                             static_cast<mldiag::entropy_stats*>(out.ptr), nullptr);
+  mldiag::entropy_stats got;
+  REQUIRE(cudaMemcpy(&got, out.ptr, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+
+  long double sum = 0.0L, lo = INFINITY, hi = -INFINITY, nsum = 0.0L;
+  std::uint64_t valid = 0, invalid = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<double> row(static_cast<std::size_t>(len));
+    for (std::int64_t i = 0; i < len; ++i) row[static_cast<std::size_t>(i)] = static_cast<double>(static_cast<float>(at(r, i)));
+    const exact_row e = exact_logits_row(row);
+    if (e.support == 0) {
+      ++invalid;
+      continue;
+    }
+    ++valid;
+    sum += e.h;
+    lo = std::fmin(lo, e.h);
+    hi = std::fmax(hi, e.h);
+    nsum += e.support > 1 ? e.h / std::log(static_cast<long double>(e.support)) : 0.0L;
+  }
+  const auto host = mldiag::entropy_from_logits(mldiag::tensor_ref("logits", z.data(), static_cast<std::int64_t>(z.size()), type), len);
+  CAPTURE(mldiag::name(type));
+  CAPTURE(len);
+  CHECK(got.rows == valid);
+  CHECK(got.invalid_rows == invalid);
+  CHECK(host.rows == valid);
+  CHECK(host.invalid_rows == invalid);
+  const double nats = 2e-6 * (1.0 + std::log(static_cast<double>(len)));
+  CHECK(std::fabs(got.mean() - static_cast<double>(sum / valid)) <= nats);
+  CHECK(std::fabs(got.min - static_cast<double>(lo)) <= nats);
+  CHECK(std::fabs(got.max - static_cast<double>(hi)) <= nats);
+  if (len > 1) CHECK(std::fabs(got.normalized_mean() - static_cast<double>(nsum / valid)) <= nats);
+  // Host and device each within the bound: within twice it of each other.
+  CHECK(std::fabs(got.mean() - host.mean()) <= 2 * nats);
+}
+
+TEST_CASE("row entropy of logits on the device is within the contract of a long double softmax") {
+  // 8, 1000, 2048, 5000: 16-byte loads (warp and block rows); 7, 1001, 4097: element by element.
+  for (std::int64_t len : {1, 7, 8, 1000, 1001, 2048, 4096, 4097, 5000}) {
+    const std::int64_t rows = len > 2048 ? 21 : 300;
+    check_logit_rows<float>(len, rows, 5);
+    check_logit_rows<mldiag::bfloat16>(len, rows, 6);
+    check_logit_rows<mldiag::half>(len, rows, 7);
+  }
+}
+
+TEST_CASE("row entropy of probabilities on the device matches a long double reference") {
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (std::int64_t len : {3, 64, 4095, 6000}) {
+    const std::int64_t rows = 40;
+    std::vector<float> p(static_cast<std::size_t>(rows * len));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double total = 0.0;
+      for (std::int64_t i = 0; i < len; ++i) total += p[static_cast<std::size_t>(r * len + i)] = unit(rng) * unit(rng);
+      for (std::int64_t i = 0; i < len; ++i) p[static_cast<std::size_t>(r * len + i)] = static_cast<float>(p[static_cast<std::size_t>(r * len + i)] / total);
+    }
+    p[static_cast<std::size_t>(len)] = -0.25f;  // row 1 invalid: a negative probability
+    device_buffer d(p.size() * 4), ws(mldiag::cuda::entropy_workspace_bytes(rows)), out(sizeof(mldiag::entropy_stats));
+    REQUIRE(cudaMemcpy(d.ptr, p.data(), p.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    const mldiag::tensor_ref t("p", d.ptr, static_cast<std::int64_t>(p.size()), mldiag::dtype::f32, mldiag::device::cuda(0));
+    mldiag::cuda::entropy_rows(t, len, false, ws.ptr, mldiag::cuda::entropy_workspace_bytes(rows),
                                static_cast<mldiag::entropy_stats*>(out.ptr), nullptr);
     mldiag::entropy_stats got;
     REQUIRE(cudaMemcpy(&got, out.ptr, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
-    const auto want = mldiag::entropy_from_logits(z, len);
+    long double sum = 0.0L;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (r == 1) continue;
+      long double s = 0.0L, tt = 0.0L;
+      for (std::int64_t i = 0; i < len; ++i) {
+        const long double x = p[static_cast<std::size_t>(r * len + i)];
+        if (x > 0.0L) {
+          s += x;
+          tt += x * std::log(x);
+        }
+      }
+      sum += std::log(s) - tt / s;
+    }
     CAPTURE(len);
-    CHECK(got.rows == want.rows);
-    CHECK(got.invalid_rows == want.invalid_rows);
-    // The host's float-lane entropy of fp32 logits is within 2e-6 (1 + ln n) nats of the
-    // exact value (docs/stats.md); the device's double one far closer: twice that bound.
-    const double nats = 4e-6 * (1.0 + std::log(static_cast<double>(len)));
-    CHECK(std::fabs(got.mean() - want.mean()) <= nats);
-    CHECK(std::fabs(got.min - want.min) <= nats);
-    CHECK(std::fabs(got.max - want.max) <= nats);
-    CHECK(std::fabs(got.normalized_mean() - want.normalized_mean()) <= nats / std::log(static_cast<double>(len)));
+    CHECK(got.rows == static_cast<std::uint64_t>(rows - 1));
+    CHECK(got.invalid_rows == 1);
+    CHECK(std::fabs(got.mean() - static_cast<double>(sum / (rows - 1))) <= 1e-9 * (1.0 + std::log(static_cast<double>(len))));
   }
+}
+
+TEST_CASE("no rows: empty statistics, nothing launched over the data") {
+  device_buffer out(sizeof(mldiag::entropy_stats));
+  const mldiag::tensor_ref t("logits", out.ptr, 0, mldiag::dtype::bf16, mldiag::device::cuda(0));
+  mldiag::cuda::entropy_rows(t, 16, true, nullptr, 0, static_cast<mldiag::entropy_stats*>(out.ptr), nullptr);
+  mldiag::entropy_stats got;
+  got.rows = 99;
+  REQUIRE(cudaMemcpy(&got, out.ptr, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(got == mldiag::entropy_stats{});
 }
 
 TEST_CASE("host pointers, wrong devices and a different list are clear errors") {
@@ -212,4 +331,62 @@ TEST_CASE("readback copies results to pinned memory without blocking") {
   CHECK(readback.latest()[0].nan == 1);
   CHECK(readback.latest()[1].count == 1000);
   CHECK(readback.latest_any_non_finite() == 1);
+}
+
+// A tensor whose value is the step, so each copy says which step it holds.
+void fill_step(const device_buffer& d, int step, cudaStream_t stream) {
+  static std::vector<float> host(1000);  // pinned or not, the copy is stream-ordered
+  for (auto& v : host) v = static_cast<float>(step);
+  REQUIRE(cudaMemcpyAsync(d.ptr, host.data(), 4000, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);  // the host buffer is reused next step
+}
+
+TEST_CASE("readback hands over each step once, in order, and counts what a full ring drops") {
+  device_buffer d(4 * 1000);
+  const mldiag::tensor_ref t("w", d.ptr, 1000, mldiag::dtype::f32, mldiag::device::cuda(0));
+  mldiag::cuda::stats_plan plan({t});
+  device_buffer ws(plan.workspace_bytes());
+  plan.upload(ws.ptr, nullptr);
+  CHECK_THROWS_WITH_AS(mldiag::cuda::stats_readback(plan, 1), doctest::Contains("give at least 2"), mldiag::error);
+
+  SUBCASE("nothing read while six steps are enqueued: the last four come out, two dropped") {
+    mldiag::cuda::stats_readback readback(plan, 4);
+    CHECK_FALSE(readback.next());
+    for (int step = 0; step < 6; ++step) {
+      fill_step(d, step, nullptr);
+      plan.compute(ws.ptr, nullptr);
+      readback.enqueue(plan, ws.ptr, nullptr, 100 + step);
+    }
+    CHECK(readback.pending() == 4);
+    CHECK(readback.dropped() == 2);
+    readback.wait();
+    for (int step = 2; step < 6; ++step) {
+      const auto r = readback.next();
+      REQUIRE(r);
+      CHECK(r.step == 100 + step);
+      CHECK(r.stats[0].max == static_cast<double>(step));
+      CHECK(r.stats[0].count == 1000);
+      CHECK(r.any_non_finite == 0);
+    }
+    CHECK_FALSE(readback.next());
+    CHECK(readback.pending() == 0);
+  }
+  SUBCASE("waiting for the oldest when the ring is full loses nothing") {
+    mldiag::cuda::stats_readback readback(plan, 2);
+    std::vector<std::int64_t> seen;
+    for (int step = 0; step < 9; ++step) {
+      fill_step(d, step, nullptr);
+      plan.compute(ws.ptr, nullptr);
+      readback.enqueue(plan, ws.ptr, nullptr);  // default tag: the enqueue's number
+      if (readback.pending() == readback.slots()) readback.wait_oldest();
+      while (const auto r = readback.next()) {
+        CHECK(r.stats[0].max == static_cast<double>(r.step));
+        seen.push_back(r.step);
+      }
+    }
+    readback.wait();
+    while (const auto r = readback.next()) seen.push_back(r.step);
+    CHECK(readback.dropped() == 0);
+    CHECK(seen == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+  }
 }

@@ -245,12 +245,43 @@ class stats_plan {
   void* staging_ = nullptr;
 };
 
-/// Copies a plan's results to pinned host memory after each `compute`, to be read a step later
-/// without stalling: two slots, each with an event; `latest()` is the newest slot whose copy
-/// has finished, or nullptr. Nothing here blocks unless you call `wait()`.
+/// One copy of a plan's results that `stats_readback::next()` hands over: the step it was
+/// enqueued with, the tensors' statistics (`stats[i]` for tensor i, `stats[tensors]` the
+/// total) and the "any non-finite" flag. Empty (`!r`) when no copy is ready.
+struct readback_result {
+  const tensor_stats* stats = nullptr;
+  std::int64_t step = -1;
+  int any_non_finite = 0;
+  explicit operator bool() const noexcept { return stats != nullptr; }
+};
+
+/// Copies a plan's results to pinned host memory after each `compute`, to be read a step or
+/// more later without stalling: a ring of slots (4 by default), each with an event.
+///
+/// - `enqueue(plan, ws, stream, step)` copies the results of the last `compute` into the next
+///   slot, tagged with your step. Nothing blocks.
+/// - `next()` hands over the oldest copy not yet handed over whose copy has finished, in the
+///   order they were enqueued, each exactly once; empty when the oldest is still on its way.
+///   Feed a monitor from it with `begin_step(r.step)`: the evidence carries the step it was
+///   taken at, not the step the host has reached.
+/// - A host that runs a whole ring ahead of the GPU would overwrite copies nobody has read:
+///   `enqueue` then drops the oldest and counts it (`dropped()`). To lose nothing, bound the
+///   run-ahead: `if (readback.pending() == readback.slots()) readback.wait_oldest();` after
+///   `enqueue` (a host wait only when the host is that far ahead; a training loop that reads
+///   its loss every step never is).
+/// - `latest()` is the newest finished copy, handed over or not: for a dashboard, not for a
+///   monitor (it returns the same copy until a newer one finishes).
+///
+/// A pointer from `next()` or `latest()` is valid until the next `enqueue`.
+///
+/// Before 2026-12-04 there were two slots and only `latest()`. On an H200 the example's host
+/// loop ran 80 steps before the GPU had finished 40: the monitor got the same stale copy under
+/// new step numbers, and the planted NaN was never seen.
 class stats_readback {
  public:
-  explicit stats_readback(const stats_plan& plan) : bytes_(plan.results_bytes()), tensors_(plan.size()) {
+  explicit stats_readback(const stats_plan& plan, int slots = 4) : bytes_(plan.results_bytes()), tensors_(plan.size()) {
+    if (slots < 2) throw error("cuda::stats_readback: " + std::to_string(slots) + " slots; give at least 2");
+    slots_.resize(static_cast<std::size_t>(slots));
     for (auto& slot : slots_) {
       check(cudaMallocHost(&slot.host, bytes_), "cuda::stats_readback: pinned buffer");
       check(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "cuda::stats_readback: event");
@@ -265,20 +296,44 @@ class stats_readback {
     }
   }
 
-  /// Enqueues the copy of the results of the last `compute` on `stream`. It overwrites the
-  /// older slot; if that slot's previous copy is still in flight (two enqueues in one step),
-  /// the older results are dropped rather than waited for.
-  void enqueue(const stats_plan& plan, const void* d_workspace, cudaStream_t stream) {
-    slot& s = slots_[next_];
+  /// Enqueues the copy of the results of the last `compute` on `stream`, tagged with `step`
+  /// (default: the number of earlier enqueues). With every slot holding a copy not yet handed
+  /// over, the oldest is dropped (`dropped()` counts them).
+  void enqueue(const stats_plan& plan, const void* d_workspace, cudaStream_t stream, std::int64_t step = -1) {
+    if (plan.results_bytes() != bytes_) {
+      throw error("cuda::stats_readback::enqueue: the plan's results are " + std::to_string(plan.results_bytes()) +
+                  " bytes and this readback was made for " + std::to_string(bytes_) +
+                  "; make one readback per plan");
+    }
+    if (pending_ == slots_.size()) {
+      head_ = (head_ + 1) % slots_.size();
+      --pending_;
+      ++dropped_;
+    }
+    slot& s = slots_[(head_ + pending_) % slots_.size()];
     check(cudaMemcpyAsync(s.host, static_cast<const unsigned char*>(d_workspace) + plan.results_offset(),
                           bytes_, cudaMemcpyDeviceToHost, stream),
           "cuda::stats_readback::enqueue");
     check(cudaEventRecord(s.done, stream), "cuda::stats_readback::enqueue: event");
     s.sequence = ++sequence_;
-    next_ = 1 - next_;
+    s.step = step >= 0 ? step : static_cast<std::int64_t>(sequence_ - 1);
+    ++pending_;
   }
 
-  /// The newest finished copy: `tensors()` tensor_stats then the total, or nullptr.
+  /// The oldest copy not yet handed over, if its copy has finished; each copy once, in order.
+  [[nodiscard]] readback_result next() {
+    if (pending_ == 0) return {};
+    const slot& s = slots_[head_];
+    const cudaError_t q = cudaEventQuery(s.done);
+    if (q == cudaErrorNotReady) return {};
+    check(q, "cuda::stats_readback::next");
+    head_ = (head_ + 1) % slots_.size();
+    --pending_;
+    return result_of(s);
+  }
+
+  /// The newest finished copy (handed over or not): `tensors()` tensor_stats then the total,
+  /// or nullptr.
   [[nodiscard]] const tensor_stats* latest() const {
     const slot* best = nullptr;
     for (const auto& s : slots_) {
@@ -293,28 +348,47 @@ class stats_readback {
   /// The "any non-finite" flag of the newest finished copy (-1 when none is ready).
   [[nodiscard]] int latest_any_non_finite() const {
     const tensor_stats* r = latest();
-    if (r == nullptr) return -1;
-    int flag = 0;
-    std::memcpy(&flag, reinterpret_cast<const unsigned char*>(r) + (tensors_ + 1) * sizeof(tensor_stats), sizeof flag);
-    return flag;
+    return r == nullptr ? -1 : flag_of(r);
   }
-  /// Blocks until every enqueued copy is done (a host sync you asked for).
+
+  /// Blocks until the oldest copy not yet handed over has finished (a host wait you asked for).
+  void wait_oldest() const {
+    if (pending_ > 0) check(cudaEventSynchronize(slots_[head_].done), "cuda::stats_readback::wait_oldest");
+  }
+  /// Blocks until every enqueued copy is done (a host wait you asked for).
   void wait() const {
     for (const auto& s : slots_)
       if (s.sequence != 0) check(cudaEventSynchronize(s.done), "cuda::stats_readback::wait");
   }
+
   [[nodiscard]] std::size_t tensors() const noexcept { return tensors_; }
+  [[nodiscard]] std::size_t slots() const noexcept { return slots_.size(); }
+  /// Copies enqueued and not yet handed over by `next()`.
+  [[nodiscard]] std::size_t pending() const noexcept { return pending_; }
+  /// Copies dropped unread because the ring was full.
+  [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_; }
 
  private:
   struct slot {
     void* host = nullptr;
     cudaEvent_t done = nullptr;
     std::uint64_t sequence = 0;
+    std::int64_t step = -1;
   };
+  int flag_of(const tensor_stats* r) const {
+    int flag = 0;
+    std::memcpy(&flag, reinterpret_cast<const unsigned char*>(r) + (tensors_ + 1) * sizeof(tensor_stats), sizeof flag);
+    return flag;
+  }
+  readback_result result_of(const slot& s) const {
+    const auto* r = static_cast<const tensor_stats*>(s.host);
+    return {r, s.step, flag_of(r)};
+  }
+
   std::size_t bytes_, tensors_;
-  slot slots_[2];
-  int next_ = 0;
-  std::uint64_t sequence_ = 0;
+  std::vector<slot> slots_;
+  std::size_t head_ = 0, pending_ = 0;
+  std::uint64_t sequence_ = 0, dropped_ = 0;
 };
 
 }  // namespace mldiag::cuda
