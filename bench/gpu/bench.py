@@ -32,6 +32,32 @@ def timed(fn, reps):
     return best
 
 
+def kernel_times(label, fn, reps=5):
+    """Per-kernel device time of fn() (mean of `reps` calls), from the PyTorch profiler, which
+    records every kernel of the process (CUPTI), also those the mldiag library launches."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None)
+            if t is None:
+                t = getattr(e, "cuda_time_total", 0)
+            if t > 0:
+                rows.append((t / reps, e.count // reps, e.key))
+        rows.sort(reverse=True)
+        print(f"kernels of {label} (device us per call, profiler):")
+        for t, n, name in rows[:8]:
+            print(f"  {t:10.1f} us  x{n:<3d} {name[:110]}")
+    except Exception as err:  # the profiler is a diagnosis aid, never a reason to fail
+        print(f"mldiag: kernel times of {label} not available: {err}")
+
+
 class Plan:
     def __init__(self, lib, tensors):
         self.lib = lib
@@ -138,6 +164,7 @@ def main():
                "launches_per_dtype_group": (kernels - 2) / max(groups, 1), "host_syncs": 0,
                "max_norm_rel_err_vs_torch_f64": worst, "any_non_finite": flag}
         rows.append(row)
+        kernel_times(name, plan.compute)
         lib.mldiag_plan_destroy(ctypes.c_void_p(plan.handle))
         return row
 
@@ -174,6 +201,7 @@ def main():
 
     t_ours = timed(ours_entropy, reps)
     t_torch = timed(torch_entropy, reps)
+    kernel_times("attention logits entropy", ours_entropy)
     host = (ctypes.c_double * 5)()
     ours_entropy(host)
     mean_torch = torch_entropy()[0].item()

@@ -114,7 +114,11 @@ void run_list(const std::vector<std::pair<mldiag::dtype, std::size_t>>& shapes, 
                           cudaMemcpyDeviceToHost, stream) == cudaSuccess);
   int flag = -1;
   REQUIRE(cudaMemcpyAsync(&flag, plan.d_any_non_finite(ws.ptr), sizeof flag, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
-  plan.compute(ws.ptr, stream);  // again: bit-identical
+  // Again, over results made garbage first: bit-identical, and not left over from the first
+  // compute (a merge counter not reset would leave them so).
+  REQUIRE(cudaMemsetAsync(const_cast<mldiag::tensor_stats*>(plan.d_results(ws.ptr)), 0xff,
+                          (plan.size() + 1) * sizeof(mldiag::tensor_stats), stream) == cudaSuccess);
+  plan.compute(ws.ptr, stream);
   REQUIRE(cudaMemcpyAsync(second.data(), plan.d_results(ws.ptr), second.size() * sizeof(mldiag::tensor_stats),
                           cudaMemcpyDeviceToHost, stream) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
@@ -240,6 +244,15 @@ void check_logit_rows(std::int64_t len, std::int64_t rows, std::uint64_t seed) {
   CHECK(std::fabs(got.mean() - host.mean()) <= 2 * nats);
 }
 
+TEST_CASE("tensors of more than 256 chunks merge in groups and match the host engine") {
+  // 611 chunks (three groups, the last short), 257 (two, the second of one chunk), 256 (one):
+  // with small tensors between them, so groups of different tensors interleave.
+  run_list({{mldiag::dtype::bf16, 40000003}, {mldiag::dtype::f32, 7}, {mldiag::dtype::f32, 257 * 65536},
+            {mldiag::dtype::f16, 256 * 65536}, {mldiag::dtype::bf16, 0}},
+           11);
+  run_list({{mldiag::dtype::bf16, 40000003}}, 12);
+}
+
 TEST_CASE("row entropy of logits on the device is within the contract of a long double softmax") {
   // 8, 1000, 2048, 5000: 16-byte loads (warp and block rows); 7, 1001, 4097: element by element.
   for (std::int64_t len : {1, 7, 8, 1000, 1001, 2048, 4096, 4097, 5000}) {
@@ -248,6 +261,10 @@ TEST_CASE("row entropy of logits on the device is within the contract of a long 
     check_logit_rows<mldiag::bfloat16>(len, rows, 6);
     check_logit_rows<mldiag::half>(len, rows, 7);
   }
+  // More rows than the grid has warps (1024 blocks of 8): a warp adds several rows in order;
+  // and more long rows than blocks.
+  check_logit_rows<mldiag::bfloat16>(16, 20000, 9);
+  check_logit_rows<float>(5000, 1100, 10);
 }
 
 TEST_CASE("row entropy of probabilities on the device matches a long double reference") {

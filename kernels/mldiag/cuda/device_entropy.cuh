@@ -193,32 +193,34 @@ __device__ inline void add_row(entropy_stats& acc, const row_entropy& r) {
   else acc.add_row(r.h, r.support, r.log_n);
 }
 
-// Rows of up to warp_row_limit: a warp per row, the block's warps on consecutive rows. Each
-// block adds its rows, in row order, into one entropy_stats partial (partials[blockIdx.x]);
-// the grid depends on the number of rows only, so the partials do too.
+// Rows of up to warp_row_limit: a warp per row. Warp w of block b takes rows
+// (b + k gridDim) warps_per_block + w, k = 0, 1, ..., and adds them in that order into an
+// accumulator of its own; the block's partial (partials[blockIdx.x]) is its warps' accumulators
+// merged in warp order. No barrier until the end: a warp starts its next row as soon as it has
+// finished one. The grid depends on the number of rows only (entropy_blocks), so the partials
+// do too.
 template <class F, bool Logits>
 __global__ void __launch_bounds__(block_threads)
     entropy_warp_rows_kernel(const typename F::storage* __restrict__ x, std::uint64_t rows,
                              std::uint64_t row_len, entropy_stats* __restrict__ partials) {
   __shared__ group_scratch sh[warps_per_block];
-  __shared__ row_entropy done[warps_per_block];
+  __shared__ alignas(entropy_stats) unsigned char storage[warps_per_block * sizeof(entropy_stats)];
+  auto* warp_acc = reinterpret_cast<entropy_stats*>(storage);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   entropy_stats acc;
-  for (std::uint64_t base = blockIdx.x * static_cast<std::uint64_t>(warps_per_block); base < rows;
-       base += static_cast<std::uint64_t>(gridDim.x) * warps_per_block) {
-    const std::uint64_t r = base + static_cast<std::uint64_t>(warp);
-    if (r < rows) {
-      const auto* row = x + r * row_len;
-      const row_entropy e = Logits ? logits_row<F, 32>(row, row_len, lane, sh[warp]) : probs_row<F, 32>(row, row_len, lane, sh[warp]);
-      if (lane == 0) done[warp] = e;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 0; w < warps_per_block && base + static_cast<std::uint64_t>(w) < rows; ++w) add_row(acc, done[w]);
-    }
-    __syncthreads();
+  for (std::uint64_t r = blockIdx.x * static_cast<std::uint64_t>(warps_per_block) + static_cast<std::uint64_t>(warp); r < rows;
+       r += static_cast<std::uint64_t>(gridDim.x) * warps_per_block) {
+    const auto* row = x + r * row_len;
+    const row_entropy e = Logits ? logits_row<F, 32>(row, row_len, lane, sh[warp]) : probs_row<F, 32>(row, row_len, lane, sh[warp]);
+    if (lane == 0) add_row(acc, e);
   }
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  if (lane == 0) warp_acc[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    entropy_stats all = warp_acc[0];
+    for (int w = 1; w < warps_per_block; ++w) all.merge(warp_acc[w]);
+    partials[blockIdx.x] = all;
+  }
 }
 
 // Longer rows: a block per row, its rows added in order into the block's partial.
@@ -269,19 +271,23 @@ __global__ void __launch_bounds__(block_threads)
   if (threadIdx.x == 0) *out = shared[0];
 }
 
-// Blocks of the row kernel for `rows` rows of `len`: the partials' count.
+// Blocks of the row kernel for `rows` rows of `len`: the partials' count. At most 1024, so
+// that the one-block reduction merges at most 4 partials a thread (one partial per 8 rows took
+// 38 us for 65536 rows on an H200, a sixth of the whole); 1024 blocks of 8 warps are about two
+// waves on a 132-SM GPU.
+inline constexpr std::uint64_t entropy_max_blocks = 1024;
 [[nodiscard]] inline std::uint64_t entropy_blocks(std::uint64_t rows, std::uint64_t len) noexcept {
   const std::uint64_t units = len <= warp_row_limit ? (rows + warps_per_block - 1) / warps_per_block : rows;
-  constexpr std::uint64_t max_blocks = 65535u * 16u;
-  return units == 0 ? 1 : (units < max_blocks ? units : max_blocks);
+  return units == 0 ? 1 : (units < entropy_max_blocks ? units : entropy_max_blocks);
 }
 
 }  // namespace detail
 
 /// Device workspace bytes for the entropy of `rows` rows (of any length): room for the row
-/// kernel's per-block partials, of which there are at most `rows`.
+/// kernel's per-block partials, of which there are at most min(rows, 1024).
 [[nodiscard]] inline std::size_t entropy_workspace_bytes(std::uint64_t rows) noexcept {
-  return (rows * sizeof(entropy_stats) + 255) / 256 * 256;
+  const std::uint64_t parts = rows < detail::entropy_max_blocks ? rows : detail::entropy_max_blocks;
+  return (parts * sizeof(entropy_stats) + 255) / 256 * 256;
 }
 
 /// Enqueues the row entropy of a contiguous device tensor of rows of `row_len` logits

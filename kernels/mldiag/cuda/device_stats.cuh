@@ -126,9 +126,14 @@ class stats_plan {
       });
       check(cudaGetLastError(), "cuda::stats_plan::compute: statistics kernel launch");
     }
-    const std::uint64_t n = names_.size();
-    const auto merge_blocks = static_cast<unsigned>(n == 0 ? 1 : (n < max_blocks ? n : max_blocks));
-    detail::merge_tensors_kernel<><<<merge_blocks, detail::block_threads, 0, stream>>>(d_partials, d_first, d_count, n, d_out);
+    const std::uint64_t n = names_.size(), groups = group_count_;
+    const auto* d_group_tensor = reinterpret_cast<const std::uint64_t*>(base + group_tensor_at_);
+    const auto* d_group_first = reinterpret_cast<const std::uint64_t*>(base + group_first_at_);
+    auto* d_done = reinterpret_cast<unsigned int*>(base + done_at_);
+    auto* d_group_results = reinterpret_cast<tensor_stats*>(base + group_results_at_);
+    const auto merge_blocks = static_cast<unsigned>(groups == 0 ? 1 : (groups < max_blocks ? groups : max_blocks));
+    detail::merge_tensors_kernel<><<<merge_blocks, detail::block_threads, 0, stream>>>(
+        d_partials, d_first, d_count, d_group_tensor, d_group_first, groups, d_done, d_group_results, d_out);
     check(cudaGetLastError(), "cuda::stats_plan::compute: merge kernel launch");
     detail::merge_total_kernel<><<<1, detail::block_threads, 0, stream>>>(d_out, n, d_flag);
     check(cudaGetLastError(), "cuda::stats_plan::compute: total kernel launch");
@@ -202,27 +207,45 @@ class stats_plan {
 
   static std::size_t aligned(std::size_t bytes) noexcept { return (bytes + 255) / 256 * 256; }
 
+  // Merge groups of tensor i: one for a tensor of at most merge_group chunks (an empty one
+  // too: its result is written), else one per merge_group chunks.
+  [[nodiscard]] std::uint64_t groups_of(std::size_t i) const noexcept {
+    const std::uint64_t c = table_.count[i];
+    return c <= detail::merge_group ? 1 : (c + detail::merge_group - 1) / detail::merge_group;
+  }
+
   void layout_workspace() {
     const std::size_t n = names_.size(), m = table_.chunks.size();
+    group_count_ = 0;
+    for (std::size_t i = 0; i < n; ++i) group_count_ += groups_of(i);
+    const std::size_t g = group_count_;
     tensors_at_ = 0;
     chunks_at_ = aligned(tensors_at_ + n * sizeof(detail::device_tensor));
     first_at_ = aligned(chunks_at_ + m * sizeof(mldiag::detail::chunk));
     count_at_ = aligned(first_at_ + n * sizeof(std::uint64_t));
-    tables_bytes_ = aligned(count_at_ + n * sizeof(std::uint64_t));
+    group_tensor_at_ = aligned(count_at_ + n * sizeof(std::uint64_t));
+    group_first_at_ = aligned(group_tensor_at_ + g * sizeof(std::uint64_t));
+    done_at_ = aligned(group_first_at_ + n * sizeof(std::uint64_t));
+    tables_bytes_ = aligned(done_at_ + n * sizeof(unsigned int));  // the counters upload as zeros
     partials_at_ = tables_bytes_;
-    results_at_ = aligned(partials_at_ + m * sizeof(tensor_stats));
+    group_results_at_ = aligned(partials_at_ + m * sizeof(tensor_stats));
+    results_at_ = aligned(group_results_at_ + g * sizeof(tensor_stats));
     flag_at_ = results_at_ + (n + 1) * sizeof(tensor_stats);
     workspace_bytes_ = aligned(flag_at_ + sizeof(int));
   }
 
   void fill_staging() {
     auto* base = static_cast<unsigned char*>(staging_);
+    std::memset(base, 0, tables_bytes_);  // the merge counters start at 0
+    std::uint64_t g = 0;
     for (std::size_t i = 0; i < fingerprint_.size(); ++i) {
       const detail::device_tensor t{fingerprint_[i].data, fingerprint_[i].numel};
       std::memcpy(base + tensors_at_ + i * sizeof t, &t, sizeof t);
-      const std::uint64_t first = table_.first[i], count = table_.count[i];
+      const std::uint64_t first = table_.first[i], count = table_.count[i], tensor = i;
       std::memcpy(base + first_at_ + i * sizeof first, &first, sizeof first);
       std::memcpy(base + count_at_ + i * sizeof count, &count, sizeof count);
+      std::memcpy(base + group_first_at_ + i * sizeof g, &g, sizeof g);
+      for (std::uint64_t k = groups_of(i); k > 0; --k, ++g) std::memcpy(base + group_tensor_at_ + g * sizeof g, &tensor, sizeof tensor);
     }
     if (!table_.chunks.empty()) {
       std::memcpy(base + chunks_at_, table_.chunks.data(), table_.chunks.size() * sizeof(mldiag::detail::chunk));
@@ -241,7 +264,9 @@ class stats_plan {
   std::vector<entry> fingerprint_;
   mldiag::detail::chunk_table table_;
   std::size_t tensors_at_ = 0, chunks_at_ = 0, first_at_ = 0, count_at_ = 0, tables_bytes_ = 0;
+  std::size_t group_tensor_at_ = 0, group_first_at_ = 0, done_at_ = 0, group_results_at_ = 0;
   std::size_t partials_at_ = 0, results_at_ = 0, flag_at_ = 0, workspace_bytes_ = 0;
+  std::uint64_t group_count_ = 0;
   void* staging_ = nullptr;
 };
 
