@@ -44,13 +44,13 @@ struct gradient_cosines {
 /// How: a sketch with `k` buckets (sample j of a tensor adds +-x to bucket (first + j) mod k,
 /// `first` from a hash of the tensor's name, the sign from a hash of the name and j), which is
 /// linear, so inner products of sketches (and of their differences) estimate those of the
-/// gradients without bias (standard error of a cosine about sqrt(2 / k): k = 4096, 0.02). A tensor larger than `max_per_tensor` elements
-/// is sampled on a fixed stride (the same elements every step), each sample weighted by the
-/// stride so a tensor counts by its norm. Names must be the same from step to step: add the
-/// same tensors every step.
+/// gradients without bias (standard error of a cosine about sqrt(2 / k): k = 4096, 0.02). A
+/// tensor larger than `max_per_tensor` elements is sampled on a fixed stride (the same
+/// elements every step), each sample weighted by the stride so a tensor counts by its norm.
+/// Names must be the same from step to step: add the same tensors every step.
 ///
-/// Cost: at most `max_per_tensor` (4096) signed adds per tensor and step, in vectors; memory 3k doubles
-/// for the whole model. `add` and `finish_step` allocate nothing.
+/// Cost: at most `max_per_tensor` (4096) signed adds per tensor and step, in vectors; memory
+/// 3k doubles for the whole model. `add` and `finish_step` allocate nothing.
 ///
 /// **Example**
 /// ```cpp
@@ -156,12 +156,6 @@ class gradient_persistence {
   }
 
  private:
-  // Sample j of a tensor adds +-sqrt(stride) x_j to bucket (first + j) mod k, where `first`
-  // comes from a hash of the name and the sign from a hash of the name and j. Within a tensor
-  // of at most k samples no two samples share a bucket; tensors meet with independent random
-  // signs, which is all an unbiased inner product needs. Consecutive buckets and a 32-bit
-  // sign hash vectorize: 0.2-0.4 ns a sample where the CountSketch's hashed bucket per
-  // element (a scattered add) took 2-7 (issue 18: it was 60% of the zoo monitor's time).
   // Sample j of a tensor adds +-sqrt(stride) x_j to bucket (first + j) mod k, where `first`
   // comes from a hash of the name and the sign from a hash of the name and j. Within a tensor
   // of at most k samples no two samples share a bucket; tensors meet with independent random

@@ -65,9 +65,8 @@ template <class T>
   return bad;
 }
 #ifdef MLDIAG_HOST_DISPATCH
-// signed_run_scalar, `L` lanes at a time: every lane does the scalar loop's operations, so
-// every width gives the same bits.
-// (A class's typedefs: GCC 12 does not subscript a vector typedef'd in a function template.)
+// signed_run_lanes' vectors (a class's typedefs: GCC 12 does not subscript a vector typedef'd
+// in a function template).
 template <std::size_t L>
 struct sign_vectors {
   typedef double dv __attribute__((vector_size(L * 8)));
@@ -76,6 +75,8 @@ struct sign_vectors {
   typedef std::uint32_t uv __attribute__((vector_size(L * 4)));
   typedef float fv __attribute__((vector_size(L * 4)));
 };
+// signed_run_scalar, `L` lanes at a time: every lane does the scalar loop's operations, so
+// every width gives the same bits.
 template <std::size_t L, class T>
 [[gnu::always_inline]] inline std::uint64_t signed_run_lanes(double* out, const T* x, std::size_t n, double w,
                                                              std::uint32_t sign_key, std::uint32_t j0) noexcept {
@@ -117,8 +118,6 @@ template <std::size_t L, class T>
   for (std::size_t i = 0; i < L; ++i) bad += static_cast<std::uint64_t>(bad_lanes[i]);
   return bad + signed_run_scalar(out + j, x + j, n - j, w, sign_key, j0 + static_cast<std::uint32_t>(j));
 }
-#endif
-#ifdef MLDIAG_HOST_DISPATCH
 template <class T>
 [[gnu::target("avx2,fma")]] inline std::uint64_t signed_run_avx2(double* out, const T* x, std::size_t n, double w,
                                                                  std::uint32_t sign_key, std::uint32_t j0) noexcept {
@@ -132,8 +131,9 @@ template <class T>
 #endif
 
 // signed_run in the widest vectors the CPU has (stats/host_isa.hpp), one element at a
-// time elsewhere: 0.3-0.5 ns a sample with AVX-512 where the CountSketch's hashed bucket per
-// element took 2-7 (a scattered add; issue 18).
+// time elsewhere: with AVX-512 0.6 ns a sample read in place and 0.9-1.1 gathered on a
+// stride, where the CountSketch's hashed bucket per element (a scattered add) took 1.6-2.8
+// in the same loop and 2-7 in the zoo (issue 18, docs/benchmarks.md).
 template <class T>
 std::uint64_t signed_run(double* out, const T* x, std::size_t n, double w, std::uint32_t sign_key,
                          std::uint32_t j0) noexcept {
@@ -150,9 +150,9 @@ std::uint64_t signed_run(double* out, const T* x, std::size_t n, double w, std::
 
 // Adds +-v to the bucket of element `index` under `key`: one bucket and one sign from a hash
 // of both, so <S(a), S(b)> is an unbiased estimate of <a, b>.
-// A power-of-two count of buckets (the defaults: 4096) takes the low bits, the same bucket
-// as h % k without a 64-bit division per element (which was a third of gradient_cosines_of's
-// time on the example transformer, issue 18).
+// A power-of-two count of buckets (the default: 4096) takes the low bits: the same bucket as
+// h % k without a 64-bit division per element (no measurable change in gradient_cosines_of's
+// time, which was the scattered add's, before it left this sketch; issue 18).
 inline void sketch_add(std::span<double> buckets, std::uint64_t key, std::uint64_t index, double v) noexcept {
   const std::uint64_t h = splitmix64(key ^ index);
   const std::size_t k = buckets.size();
