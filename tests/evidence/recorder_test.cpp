@@ -44,6 +44,59 @@ TEST_CASE("a step records loss lr and tensors by role and joins a bounded histor
   CHECK(rec.past().back().parameters.at(0).stats.nan == 1);
 }
 
+TEST_CASE("the global gradient norm is the norm of every gradient element together") {
+  // Tensors of scales 2^-600 to 2^600 (their squares over- and underflow a double), zeros, an
+  // empty tensor, a denormal; the reference sums the squares in long double, scaled by hand.
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> normal(0.3, 1.0);
+  mldiag::recorder rec;
+  rec.begin_step(0);
+  std::vector<std::vector<double>> tensors;
+  for (int e : {-600, -40, 0, 3, 90, 597, 598, 599, 600}) {  // the last four all count
+    std::vector<double> x(1000 + static_cast<std::size_t>((e + 600) % 700));
+    for (auto& v : x) v = std::ldexp(normal(rng), e);
+    tensors.push_back(std::move(x));
+  }
+  tensors.push_back(std::vector<double>(17, 0.0));
+  tensors.push_back({});
+  tensors.push_back({4.9e-324});
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    rec.record(mldiag::role::gradient, std::to_string(i), mldiag::compute_stats(std::span<const double>(tensors[i])));
+  rec.end_step();
+  // sum x^2 / 2^1200 in long double (its exponent reaches 2^16383), then the root times 2^600.
+  long double sum = 0.0L;
+  for (const auto& x : tensors)
+    for (double v : x) sum += std::ldexp(static_cast<long double>(v), -600) * std::ldexp(static_cast<long double>(v), -600);
+  const double want = static_cast<double>(std::ldexp(std::sqrt(sum), 600));
+  const auto& snap = rec.past().back();
+  CHECK(snap.global_grad_norm() == doctest::Approx(want).epsilon(1e-13));
+  mldiag::tensor_stats merged;
+  for (const auto& g : snap.gradients) merged.merge(g.stats);
+  CHECK(snap.global_grad_norm() == doctest::Approx(mldiag::norm_of(merged)).epsilon(1e-13));
+
+  SUBCASE("NaN anywhere is NaN, else Inf anywhere is Inf; no finite element is 0") {
+    mldiag::recorder r;
+    r.begin_step(1);
+    const std::vector<float> inf = {1.0f, INFINITY}, nan = {NAN, 2.0f}, all_inf = {-INFINITY};
+    r.record(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
+    r.end_step();
+    CHECK(r.past().back().global_grad_norm() == INFINITY);
+    r.begin_step(2);
+    r.record(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
+    r.record(mldiag::role::gradient, "b", mldiag::compute_stats(std::span<const float>(nan)));
+    r.end_step();
+    CHECK(std::isnan(r.past().back().global_grad_norm()));
+    r.begin_step(3);
+    r.record(mldiag::role::gradient, "c", mldiag::compute_stats(std::span<const float>()));
+    r.end_step();
+    CHECK(r.past().back().global_grad_norm() == 0.0);
+    r.begin_step(4);
+    r.record(mldiag::role::gradient, "d", mldiag::compute_stats(std::span<const float>(all_inf)));
+    r.end_step();
+    CHECK(r.past().back().global_grad_norm() == INFINITY);
+  }
+}
+
 TEST_CASE("misuse of the recorder is an mldiag error") {
   mldiag::recorder rec;
   CHECK_THROWS_WITH_AS(rec.record_loss(1.0), doctest::Contains("mldiag: recorder::record_loss: no step is open"), mldiag::error);
