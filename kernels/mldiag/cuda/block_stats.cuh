@@ -344,20 +344,20 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-// Merges `count` statistics from `in` in a fixed tree: each thread merges a contiguous run in
-// order, then pairs halve. Valid in thread 0. The run's loads go four at a time, issued before
-// the first of them is merged: one 4 GiB bf16 tensor has 32768 chunk partials, 128 a thread,
-// and one load at a time left the merge waiting on memory for about 0.3 ms (0.75 of the copy
-// ceiling for that tensor against 0.93 for a list of 291, H200, 2026-12-04).
-__device__ inline tensor_stats block_merge(const tensor_stats* in, std::uint64_t count,
-                                           tensor_stats* shared /* [block_threads] */) {
+// Merges `count` statistics (tensor_stats, entropy_stats: anything with merge()) from `in` in
+// a fixed tree: each thread merges a contiguous run in order, then pairs halve. Valid in thread
+// 0. The run's loads go four at a time, issued before the first of them is merged (for one
+// block merging a 4 GiB tensor's 32768 partials, 128 a thread, that saved 30 of 192 us on an
+// H200; merging such a tensor in groups, merge_tensors_kernel, did the rest).
+template <class T>
+__device__ inline T block_merge(const T* in, std::uint64_t count, T* shared /* [block_threads] */) {
   const std::uint64_t per = (count + block_threads - 1) / block_threads;
   const std::uint64_t begin = threadIdx.x * per < count ? threadIdx.x * per : count;
   const std::uint64_t end = begin + per < count ? begin + per : count;
-  tensor_stats acc;
+  T acc;
   std::uint64_t k = begin;
   for (; k + 4 <= end; k += 4) {
-    const tensor_stats a = in[k], b = in[k + 1], c = in[k + 2], d = in[k + 3];
+    const T a = in[k], b = in[k + 1], c = in[k + 2], d = in[k + 3];
     acc.merge(a);
     acc.merge(b);
     acc.merge(c);

@@ -239,8 +239,8 @@ __global__ void __launch_bounds__(block_threads)
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-// One block: the blocks' partials into one entropy_stats, each thread a contiguous run in order
-// (four loads issued before the first merge), then a fixed tree.
+// One block: the blocks' partials into one entropy_stats (block_merge: each thread a contiguous
+// run in order, then a fixed tree).
 // A template (never instantiated with anything else): a kernel in a header must not be one
 // external symbol per including .cu, or two .cu files of one program would not link
 // (tests/cuda/link_twice_a.cu and link_twice_b.cu check it).
@@ -249,26 +249,8 @@ __global__ void __launch_bounds__(block_threads)
     entropy_reduce_kernel(const entropy_stats* __restrict__ parts, std::uint64_t count, entropy_stats* __restrict__ out) {
   __shared__ alignas(entropy_stats) unsigned char storage[block_threads * sizeof(entropy_stats)];
   auto* shared = reinterpret_cast<entropy_stats*>(storage);
-  const std::uint64_t per = (count + block_threads - 1) / block_threads;
-  const std::uint64_t begin = threadIdx.x * per < count ? threadIdx.x * per : count;
-  const std::uint64_t end = begin + per < count ? begin + per : count;
-  entropy_stats acc;
-  std::uint64_t k = begin;
-  for (; k + 4 <= end; k += 4) {
-    const entropy_stats a = parts[k], b = parts[k + 1], c = parts[k + 2], d = parts[k + 3];
-    acc.merge(a);
-    acc.merge(b);
-    acc.merge(c);
-    acc.merge(d);
-  }
-  for (; k < end; ++k) acc.merge(parts[k]);
-  shared[threadIdx.x] = acc;
-  __syncthreads();
-  for (int stride = block_threads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = shared[0];
+  const entropy_stats all = block_merge(parts, count, shared);
+  if (threadIdx.x == 0) *out = all;
 }
 
 // Blocks of the row kernel for `rows` rows of `len`: the partials' count. At most 1024, so
