@@ -126,7 +126,7 @@ __device__ inline void for_row(const typename F::storage* row, std::uint64_t len
 // folding the float sums of each vector (at most 16 terms) into double. H = log S - U / S.
 // Error: each term's relative error is a few float ulps (x - m rounded, ex2.approx within
 // 2 ulps), the float sums add at most 15 roundings; within the host's 2e-6 (1 + ln n) nats
-// (docs/stats.md), tested against the host on fp32, bf16 and fp16 rows.
+// (docs/stats.md), tested against a long double softmax on fp32, bf16 and fp16 rows.
 template <class F, int T>
 __device__ inline row_entropy logits_row(const typename F::storage* row, std::uint64_t len, int t, group_scratch& sh) {
   float m = -HUGE_VALF;
