@@ -115,12 +115,9 @@ def llama7b_shapes():
     return shapes
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--lib", required=True)
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    args = parser.parse_args()
-    lib = ctypes.CDLL(args.lib)
+def load_lib(path):
+    """The benchmark's C interface (mldiag_bench_capi.cu), with its signatures declared."""
+    lib = ctypes.CDLL(path)
     lib.mldiag_last_error.restype = ctypes.c_char_p
     lib.mldiag_plan_create.restype = ctypes.c_void_p
     lib.mldiag_plan_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
@@ -134,6 +131,15 @@ def main():
     lib.mldiag_entropy_stats_bytes.restype = ctypes.c_size_t
     lib.mldiag_entropy_logits.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p,
                                           ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lib", required=True)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args()
+    lib = load_lib(args.lib)
     torch.manual_seed(0)
     reps = 3 if args.quick else 10
     gib = 1 << 30

@@ -6,11 +6,14 @@
 # PyTorch and the copy ceiling. Prints a table and one JSON line; writes logs to $OUT (or
 # build-gpu/). doctest travels with the working tree: third_party/doctest/doctest.h
 # (git-ignored; `scripts/vendor-doctest.sh` copies Debian's there).
-#   bench/gpu/run.sh [--quick]
+# --modes N replaces the benchmark and the sanitizers with bench/gpu/modes.py in N processes
+# and two of them under ncu (the 7B-shaped list's two speeds).
+#   bench/gpu/run.sh [--quick | --modes N]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-quick=""
+quick="" modes=0
 [ "${1:-}" = "--quick" ] && quick="--quick"
+[ "${1:-}" = "--modes" ] && modes=${2:?"mldiag: --modes needs a process count"}
 out=${OUT:-build-gpu}
 mkdir -p "$out" build-gpu
 arch=${MLDIAG_CUDA_ARCH:-sm_90}
@@ -73,6 +76,20 @@ echo "$nccl_note" | tee "$out/tests.txt"
 build-gpu/mldiag_test_cuda 2>&1 | tee -a "$out/tests.txt" || status=1
 echo "=== examples/cuda_raw ==="
 build-gpu/mldiag_cuda_raw 2>&1 | tee "$out/cuda_raw.txt" || status=1
+if [ "$modes" -gt 0 ]; then
+  echo "=== bench/gpu/modes.py, $modes processes ==="
+  for _ in $(seq "$modes"); do
+    python3 bench/gpu/modes.py --lib build-gpu/libmldiag_bench.so 2>&1 | tee -a "$out/modes.jsonl" || status=1
+  done
+  for i in 1 2; do
+    echo "=== ncu, process $i (kernels: separate, carved, flat, separate2) ==="
+    timeout 150 ncu --clock-control none -k regex:chunk_stats -c 4 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section Occupancy \
+        python3 bench/gpu/modes.py --lib build-gpu/libmldiag_bench.so --ncu > "$out/ncu-$i.txt" 2>&1 || status=1
+    grep -E "chunk_stats|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Mem Busy|Max Bandwidth" "$out/ncu-$i.txt" | head -60
+  done
+  exit $status
+fi
 echo "=== benchmark ==="
 python3 bench/gpu/bench.py --lib build-gpu/libmldiag_bench.so $quick 2>&1 | tee "$out/bench.txt" || status=1
 if command -v compute-sanitizer > /dev/null; then
