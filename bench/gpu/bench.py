@@ -11,6 +11,7 @@ import argparse
 import ctypes
 import json
 import math
+import os
 
 import torch
 
@@ -34,7 +35,10 @@ def timed(fn, reps):
 
 def kernel_times(label, fn, reps=5):
     """Per-kernel device time of fn() (mean of `reps` calls), from the PyTorch profiler, which
-    records every kernel of the process (CUPTI), also those the mldiag library launches."""
+    records every kernel of the process (CUPTI), also those the mldiag library launches.
+    MLDIAG_BENCH_NO_PROFILER=1 skips it (the cases after a profiler session run under CUPTI)."""
+    if os.environ.get("MLDIAG_BENCH_NO_PROFILER") == "1":
+        return
     try:
         from torch.profiler import ProfilerActivity, profile
         fn()
