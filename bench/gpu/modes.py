@@ -30,7 +30,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Plan, llama7b_shapes, load_lib  # noqa: E402
+from bench import Plan, llama7b_shapes, load_lib, torch_check  # noqa: E402
 
 
 def times(fn, reps):
@@ -65,6 +65,10 @@ def main():
     parser.add_argument("--lib", required=True)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--ncu", action="store_true", help="one untimed compute per layout")
+    parser.add_argument("--prefix", action="store_true",
+                        help="first do what bench.py does before the list: a 4 GiB bf16 tensor, ours and PyTorch's check")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="only the separate list, allocated anew this many times (no carved/flat)")
     args = parser.parse_args()
     lib = load_lib(args.lib)
     torch.manual_seed(0)
@@ -93,6 +97,21 @@ def main():
                             "ceiling_best": nbytes / best / (copy_gbs * 1e9),
                             "ceiling_median": nbytes / med / (copy_gbs * 1e9)}
         lib.mldiag_plan_destroy(ctypes.c_void_p(plan.handle))
+
+    if args.prefix:
+        big = torch.randn(2 * gib, dtype=torch.bfloat16, device="cuda")
+        run("prefix_big", [big])
+        times(lambda: torch_check([big]), 10)
+        del big
+        torch.cuda.empty_cache()
+    if args.rounds:
+        for r in range(args.rounds):
+            separate = [torch.randn(s, dtype=torch.bfloat16, device="cuda") * 0.02 for s in shapes]
+            run(f"round{r}", separate)
+            del separate
+            torch.cuda.empty_cache()
+        print(json.dumps(report), flush=True)
+        return
 
     separate = [torch.randn(s, dtype=torch.bfloat16, device="cuda") * 0.02 for s in shapes]
     report["separate_layout"] = layout_facts(separate)
