@@ -67,6 +67,8 @@ def main():
     parser.add_argument("--ncu", action="store_true", help="one untimed compute per layout")
     parser.add_argument("--prefix", action="store_true",
                         help="first do what bench.py does before the list: a 4 GiB bf16 tensor, ours and PyTorch's check")
+    parser.add_argument("--prefix-steps", default="",
+                        help="with --prefix, also bench.py's other steps on that tensor: any of capture,double")
     parser.add_argument("--rounds", type=int, default=0,
                         help="only the separate list, allocated anew this many times (no carved/flat)")
     args = parser.parse_args()
@@ -102,6 +104,13 @@ def main():
         big = torch.randn(2 * gib, dtype=torch.bfloat16, device="cuda")
         run("prefix_big", [big])
         times(lambda: torch_check([big]), 10)
+        steps = args.prefix_steps.split(",")
+        if "capture" in steps:
+            plan = Plan(lib, [big])
+            report["prefix_capture_nodes"] = plan.capture_check()
+            lib.mldiag_plan_destroy(ctypes.c_void_p(plan.handle))
+        if "double" in steps:
+            report["prefix_double_norm"] = big.double().norm().item()
         del big
         torch.cuda.empty_cache()
     if args.rounds:
