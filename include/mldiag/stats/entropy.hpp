@@ -119,8 +119,9 @@ struct entropy_sampling {
 
 /// The state of an online log-sum-exp over a row of logits: running max `m`,
 /// S = sum e^(x - m), U = sum (x - m) e^(x - m); the entropy of softmax(row) is
-/// log S - U / S. Two states of parts of one row merge exactly, so a long row can be split
-/// across threads or CUDA blocks and no probability is ever materialized.
+/// log S - U / S. Two states of parts of one row merge exactly (`merge`), so a row can be read
+/// in pieces and no probability is ever materialized. The host's scalar row path uses it; the
+/// device entropy keeps float sums of its own (`cuda/device_entropy.cuh`).
 struct logit_row_state {
   double m = -HUGE_VAL;
   double s = 0.0;
