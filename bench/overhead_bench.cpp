@@ -64,7 +64,8 @@ double stats_bytes_per_step(const examples::lm::corpus& text, const examples::lm
 int main(int argc, char** argv) try {
   bool quick = false;
   examples::lm::shape shape;  // the examples' transformer; --batch and --context change it
-  int entropy_stride = 1;     // monitor_config::entropy.row_stride (1: every attention row)
+  // monitor_config::entropy.row_stride; 0 keeps the monitor's default (every 5th row).
+  int entropy_stride = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) shape.batch = std::atoll(argv[++i]);
@@ -75,8 +76,8 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  if (shape.batch < 1 || shape.context < 2 || entropy_stride < 1) {
-    std::fprintf(stderr, "mldiag: --batch and --entropy-stride must be >= 1 and --context >= 2\n");
+  if (shape.batch < 1 || shape.context < 2 || entropy_stride < 0) {
+    std::fprintf(stderr, "mldiag: --batch must be >= 1, --context >= 2 and --entropy-stride >= 1 (or 0: the default)\n");
     return 2;
   }
   torch::set_num_threads(1);
@@ -97,7 +98,7 @@ int main(int argc, char** argv) try {
   for (int round = 0; round < 2; ++round) {
     for (auto& r : rows) {
       auto settings = examples::lm::monitor_settings(text);
-      settings.entropy.row_stride = static_cast<std::uint32_t>(entropy_stride);
+      if (entropy_stride > 0) settings.entropy.row_stride = static_cast<std::uint32_t>(entropy_stride);
       mldiag::monitor mon(settings);
       const auto res = examples::lm::train(o, mon, text, shape, r.mode);
       const double step_ms = 1e3 * res.seconds_per_step, stats_ms = 1e3 * res.monitor_seconds_per_step;
@@ -107,6 +108,7 @@ int main(int argc, char** argv) try {
       }
     }
   }
+  if (entropy_stride == 0) entropy_stride = static_cast<int>(mldiag::monitor_config{}.entropy.row_stride);
   const double gbs = read_bandwidth_gbs();
   const double bytes = stats_bytes_per_step(text, shape);
   const double ceiling_ms = 1e3 * bytes / (gbs * 1e9);

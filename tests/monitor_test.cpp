@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -218,10 +219,11 @@ TEST_CASE("observe_logits records the row entropy on the rows and steps the conf
   std::vector<float> scores(8 * 16);
   for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>(i % 5) * 0.5f;
   const auto expected = mldiag::entropy_from_logits(scores, 16);
-  mldiag::monitor every_row;
+  mldiag::monitor every_row({.entropy = {.row_stride = 1}});
   mldiag::monitor sampled({.entropy = {.row_stride = 4, .every = 2}});
+  mldiag::monitor by_default;  // every 5th row, every step
   for (int step = 0; step < 4; ++step) {
-    for (auto* m : {&every_row, &sampled}) {
+    for (auto* m : {&every_row, &sampled, &by_default}) {
       m->observe_loss(1.0);
       m->observe_logits("attn", scores, 16);
       (void)m->end_step();
@@ -237,6 +239,21 @@ TEST_CASE("observe_logits records the row entropy on the rows and steps the conf
     // Steps 0 and 2 read rows {0, 4} and then {1, 5}; steps 1 and 3 record nothing.
     CHECK(some[k].attention.size() == (k % 2 == 0 ? 1u : 0u));
     if (k % 2 == 0) CHECK(some[k].attention[0].stats.rows == 2);
+  }
+  // The default: rows {k, k + 5} at step k (k + 5 only while it is one of the 8 rows), each
+  // the entropy of that row alone.
+  const auto& dflt = by_default.evidence().past();
+  REQUIRE(dflt.size() == 4);
+  for (std::size_t k = 0; k < 4; ++k) {
+    REQUIRE(dflt[k].attention.size() == 1);
+    mldiag::entropy_stats two = mldiag::entropy_from_logits(std::span<const float>(scores).subspan(16 * k, 16), 16);
+    if (k + 5 < 8) two.merge(mldiag::entropy_from_logits(std::span<const float>(scores).subspan(16 * (k + 5), 16), 16));
+    const auto& got = dflt[k].attention[0].stats;
+    CHECK(got.rows == (k + 5 < 8 ? 2u : 1u));
+    CHECK(got.sum == doctest::Approx(two.sum).epsilon(1e-12));
+    CHECK(got.normalized_sum == doctest::Approx(two.normalized_sum).epsilon(1e-12));
+    CHECK(got.min == doctest::Approx(two.min).epsilon(1e-12));
+    CHECK(got.max == doctest::Approx(two.max).epsilon(1e-12));
   }
 }
 

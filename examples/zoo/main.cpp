@@ -90,7 +90,7 @@ constexpr const char* short_name(zoo::split s) {
   std::fprintf(code ? stderr : stdout,
                "%s%s"
                "usage: mldiag-zoo [--quick] [--check] [--jobs N] [--family NAME] [--list] [--healthy-only] [--faults-only]\n"
-               "                  [--only TEXT] [--verbose] [--losses-only]\n"
+               "                  [--only TEXT] [--verbose] [--losses-only] [--entropy-stride N] [--entropy-gap]\n"
                "  --quick         a deterministic subset (every family, a few faults) for CTest\n"
                "  --check         exit 1 when a target is missed (0 healthy false alarms; over fair faults recall\n"
                "                  >= 0.95, right question >= 0.9, top-1 localization >= 0.9, median steps <= 10)\n"
@@ -101,7 +101,10 @@ constexpr const char* short_name(zoo::split s) {
                "  --verbose       every run's findings at warning or above, with their evidence\n"
                "  --losses-only   train the runs and print per run only how it trained (seconds, initial and final\n"
                "                  loss, first and last validation loss, trained or not), no findings, no judging;\n"
-               "                  exit 1 when a healthy run did not train (held-out families' zoo-bug check)\n",
+               "                  exit 1 when a healthy run did not train (held-out families' zoo-bug check)\n"
+               "  --entropy-stride N  the monitor reads every N-th attention row (default: monitor_config's, 5)\n"
+               "  --entropy-gap   also compare, per attention tensor and step, every row's mean normalized entropy\n"
+               "                  with the sampled rows' (every N-th, at each offset), and print the largest difference\n",
                why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str());
   std::exit(code);
 }
@@ -117,6 +120,13 @@ settings parse(int argc, char** argv) {
     else if (a == "--faults-only") s.faults_only = true;
     else if (a == "--verbose") s.verbose = true;
     else if (a == "--losses-only") s.losses_only = true;
+    else if (a == "--entropy-gap") zoo::entropy_flags.gap = true;
+    else if (a == "--entropy-stride") {
+      if (i + 1 >= argc) usage("--entropy-stride needs a value");
+      const int v = std::atoi(argv[++i]);
+      if (v < 1) usage("--entropy-stride needs a number >= 1, not '" + std::string(argv[i]) + "'");
+      zoo::entropy_flags.row_stride = static_cast<std::uint32_t>(v);
+    }
     else if (a == "--only") {
       if (i + 1 >= argc) usage("--only needs a value");
       s.only = argv[++i];
@@ -477,6 +487,18 @@ int main(int argc, char** argv) try {
               split_detected[5], split_fair[5], held6_recall, split_detected[6], split_fair[6], held7_recall,
               split_detected[7], split_fair[7], held8_recall, split_detected[8], split_fair[8], before_onset);
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
+  if (zoo::entropy_flags.gap) {
+    const auto& g = zoo::entropy_gaps;
+    for (const auto* p : {&g.healthy, &g.faulted}) {
+      std::printf("entropy sampling in %s runs, a row in %u at each offset against every row: %llu tensor-steps, "
+                  "largest |difference| of the mean normalized entropy %.4f (every row's mean there %.4f); %llu "
+                  "tensor-steps with every row's mean below 0.3, largest difference there %.4f; lowest mean %.4f; %llu "
+                  "tensor-steps where an offset falls on the other side of attention_collapse's 0.1\n",
+                  p == &g.healthy ? "healthy" : "faulted", g.stride, static_cast<unsigned long long>(p->tensor_steps),
+                  p->largest, p->full_at_largest, static_cast<unsigned long long>(p->low), p->largest_low, p->lowest,
+                  static_cast<unsigned long long>(p->disagreements));
+    }
+  }
   std::printf("{\"bench\":\"zoo\",\"quick\":%s,\"cpu\":%s,\"hardware_threads\":%u,\"families\":%d,"
               "\"healthy_runs\":%d,\"healthy_false_alarms\":%d,\"calibration_healthy_runs\":%d,\"calibration_healthy_false_alarms\":%d,\"heldout_healthy_runs\":%d,"
               "\"heldout_healthy_false_alarms\":%d,\"heldout2_healthy_runs\":%d,\"heldout2_healthy_false_alarms\":%d,"

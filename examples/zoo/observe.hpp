@@ -12,6 +12,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -57,6 +61,68 @@ struct previous_values {
   }
 };
 
+/// How the zoo reads attention rows (`--entropy-stride`, `--entropy-gap`), set once before
+/// the runs start.
+struct entropy_options {
+  std::uint32_t row_stride = 0;  ///< 0: the monitor's default (monitor_config::entropy)
+  bool gap = false;              ///< also measure what sampling every 4th row changes
+};
+inline entropy_options entropy_flags;
+
+/// Whether the run on this thread plants a fault (set by `run_one`), for `entropy_gap`.
+inline thread_local bool run_is_faulted = false;
+
+/// What `--entropy-gap` measured over every run: per attention tensor and step, the mean
+/// normalized row entropy of every row against that of the rows the monitor's sampling reads
+/// (`--entropy-stride`, else monitor_config's default) at each offset the rotation visits
+/// (the worst offset counts). Tensors whose rows all lack an entropy (NaN logits) are left out.
+struct entropy_gap {
+  struct part {
+    std::uint64_t tensor_steps = 0;
+    double largest = 0.0;             ///< largest |sampled - every row|
+    double full_at_largest = 0.0;     ///< every row's mean there
+    std::uint64_t low = 0;            ///< tensor-steps with every row's mean below 0.3
+    double largest_low = 0.0;         ///< the largest difference among those
+    std::uint64_t disagreements = 0;  ///< an offset on the other side of attention_collapse's 0.1
+    double lowest = 1.0;              ///< lowest mean of every row seen
+  };
+  std::mutex m;
+  part healthy, faulted;
+  std::uint32_t stride = 0;
+
+  void add(const torch::Tensor& scores) {
+    const std::int64_t len = scores.size(-1);
+    const auto all = mldiag::entropy_from_logits(scores);
+    if (all.rows == 0) return;
+    const double full = all.normalized_mean();
+    const mldiag::entropy_sampling sampling{
+        .row_stride = entropy_flags.row_stride > 0 ? entropy_flags.row_stride : mldiag::monitor_config{}.entropy.row_stride};
+    double worst = 0.0;
+    bool disagree = false;
+    for (std::int64_t step = 0; step < static_cast<std::int64_t>(sampling.row_stride); ++step) {
+      const auto e = mldiag::entropy_from_logits(scores, len, sampling, step);
+      if (e.rows == 0) continue;
+      worst = std::max(worst, std::abs(e.normalized_mean() - full));
+      disagree = disagree || ((e.normalized_mean() < 0.1) != (full < 0.1));
+    }
+    const std::lock_guard<std::mutex> lock(m);
+    stride = sampling.row_stride;
+    part& p = run_is_faulted ? faulted : healthy;
+    ++p.tensor_steps;
+    if (worst > p.largest) {
+      p.largest = worst;
+      p.full_at_largest = full;
+    }
+    if (full < 0.3) {
+      ++p.low;
+      p.largest_low = std::max(p.largest_low, worst);
+    }
+    p.disagreements += disagree ? 1 : 0;
+    p.lowest = std::min(p.lowest, full);
+  }
+};
+inline entropy_gap entropy_gaps;
+
 /// The one wiring every family uses, called after the optimizer step and before end_step().
 /// `output` is the loss input: "logits" for a classifier or a language model (what the README
 /// names it), "output" for a regression or reconstruction.
@@ -76,7 +142,10 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
   if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
-  for (const auto& [name, scores] : t.attention) mon.observe_entropy(name, mldiag::entropy_from_logits(scores));
+  for (const auto& [name, scores] : t.attention) {
+    mon.observe_logits(name, scores, scores.size(-1));  // the rows monitor_config::entropy samples
+    if (entropy_flags.gap) entropy_gaps.add(scores);
+  }
   for (const auto& [name, load] : t.routers) {
     const auto c = load.to(torch::kDouble).contiguous();
     mon.observe_router_load(name, std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel())));

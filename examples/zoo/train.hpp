@@ -632,6 +632,7 @@ inline result train(const run_spec& s, const data& d) {
   if (u.prepare) u.prepare();
   auto& model = *u.model;
   const fault f = s.planted;
+  run_is_faulted = f != fault::none;  // for --entropy-gap
   const bool tokens = takes_tokens(s.family);  // token ids: never scaled
   const bool mse = u.classes == 0 && !u.nt_xent && !u.sgns;
 
@@ -654,7 +655,9 @@ inline result train(const run_spec& s, const data& d) {
       params.push_back(p.value());
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
-  mldiag::monitor mon({.classes = static_cast<double>(u.tell_classes ? u.classes : 0), .from_checkpoint = u.from_checkpoint});
+  mldiag::monitor_config mc{.classes = static_cast<double>(u.tell_classes ? u.classes : 0), .from_checkpoint = u.from_checkpoint};
+  if (entropy_flags.row_stride > 0) mc.entropy.row_stride = entropy_flags.row_stride;
+  mldiag::monitor mon(mc);
   {
     mldiag::training_config c{.learning_rate = s.lr};
     if (u.classes > 0 && u.tell_classes) c.classes = static_cast<double>(u.classes);
