@@ -59,6 +59,7 @@ struct settings {
   bool check = false;
   int synthetic_time = -1;  // -1: the default (synthetic with --quick, real time otherwise)
   int seeds = 3, healthy = 10, jobs = 1;
+  int entropy_stride = 0;  // 0: monitor_config's default (every 5th attention row)
   std::string only;  // one example
 };
 
@@ -67,14 +68,15 @@ settings parse(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "mldiag: %s\nusage: mldiag-fault-suite [--quick] [--check] [--seeds N] [--healthy N] [--jobs N] "
-                 "[--example eigen_mlp|torch_transformer] [--synthetic-time|--real-time]\n"
+                 "[--example eigen_mlp|torch_transformer] [--synthetic-time|--real-time] [--entropy-stride N]\n"
                  "  --quick    a subset for CTest: every MLP fault and one transformer fault per question, 1 seed,\n"
                  "             3 healthy runs each, shorter runs\n"
                  "  --check    exit 1 when a target is missed (recall 100%% with the right question, top-1\n"
                  "             localization >= 90%%, median steps to detect <= 10, no alarm on healthy runs)\n"
                  "  --synthetic-time  step and layer times from a synthetic clock, the timing faults added\n"
                  "             to it (the default with --quick: a loaded machine cannot decide CTest)\n"
-                 "  --real-time       the steady clock, faults that really sleep and spin (the default otherwise)\n",
+                 "  --real-time       the steady clock, faults that really sleep and spin (the default otherwise)\n"
+                 "  --entropy-stride N  the transformer's monitor reads every N-th attention row (default: 5)\n",
                  why.c_str());
     std::exit(2);
   };
@@ -91,6 +93,7 @@ settings parse(int argc, char** argv) {
     else if (a == "--seeds") s.seeds = count();
     else if (a == "--healthy") s.healthy = count();
     else if (a == "--jobs") s.jobs = count();
+    else if (a == "--entropy-stride") s.entropy_stride = count();
     else if (a == "--synthetic-time") s.synthetic_time = 1;
     else if (a == "--real-time") s.synthetic_time = 0;
     else if (a == "--example" && i + 1 < argc) s.only = argv[++i];
@@ -181,7 +184,9 @@ int main(int argc, char** argv) try {
       }
 #if MLDIAG_SUITE_HAS_TORCH
       else {
-        mldiag::monitor mon(examples::lm::monitor_settings(text));
+        auto config = examples::lm::monitor_settings(text);
+        if (s.entropy_stride > 0) config.entropy.row_stride = static_cast<std::uint32_t>(s.entropy_stride);
+        mldiag::monitor mon(config);
         r = examples::lm::train(p.options, mon, text);
       }
 #endif
