@@ -10,7 +10,6 @@ Runs in one process on the same device buffers: mldiag through its C interface
 import argparse
 import ctypes
 import json
-import math
 import os
 
 import torch
@@ -18,19 +17,24 @@ import torch
 DTYPE_CODE = {torch.float64: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
 
 
-def timed(fn, reps):
-    """Best time of `reps` runs of fn() in seconds, with CUDA events, after one warm-up."""
+def times(fn, reps):
+    """The times of `reps` runs of fn() in seconds, with CUDA events, after one warm-up."""
     fn()
     torch.cuda.synchronize()
-    best = math.inf
+    out = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
         end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    return best
+        out.append(start.elapsed_time(end) / 1e3)
+    return out
+
+
+def timed(fn, reps):
+    """Best time of `reps` runs of fn() in seconds (`times`)."""
+    return min(times(fn, reps))
 
 
 def kernel_times(label, fn, reps=5):

@@ -30,21 +30,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Plan, llama7b_shapes, load_lib, torch_check  # noqa: E402
-
-
-def times(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) / 1e3)
-    return out
+from bench import Plan, llama7b_shapes, load_lib, times, torch_check  # noqa: E402
 
 
 def layout_facts(tensors):
