@@ -431,8 +431,8 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
       }
       for (const auto& t : tap.tensors) mon.observe(t.role, t.name, mldiag::compute_stats(t.t));
       mon.observe(mldiag::role::activation, "logits", mldiag::compute_stats(loss_input.detach()));
-      // The row entropy of every attention row, on the rows and steps monitor_config::entropy
-      // samples (all of them by default).
+      // The row entropy of the attention rows and steps that monitor_config::entropy
+      // samples (every fifth, rotating, by default).
       for (const auto& [name, scores] : tap.attention) mon.observe_logits(name, scores, scores.size(-1));
       for (const auto& rt : tap.routers) {  // `assignment`: [B*T] int64 expert indices, contiguous
         mon.observe_router_assignments(rt.name, std::span<const std::int64_t>(rt.assignment.data_ptr<std::int64_t>(), static_cast<std::size_t>(rt.assignment.numel())),
