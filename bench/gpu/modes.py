@@ -3,7 +3,7 @@
 
 The first GPU run (docs/benchmarks.md, 2026-12-04) saw the list at 0.91-0.94 of the copy
 ceiling in some processes and 0.84-0.85 in others, nothing between. This script times the
-statistics over the same 291 tensors laid out three ways in one process, so that the layout
+statistics over the same 291 tensors laid out four ways in one process, so that the layout
 and the process can be told apart:
 
   separate   291 torch.randn tensors, as bench.py allocates them
@@ -18,6 +18,9 @@ order), so that fast and slow processes can be compared afterwards.
     python3 bench/gpu/modes.py --lib build-gpu/libmldiag_bench.so [--reps 10] [--ncu]
 
 With --ncu each layout is computed once, untimed, for `ncu -k regex:chunk_stats` to profile.
+--prefix first repeats what bench.py does before the list (and --prefix-steps capture,double
+its graph capture and float64 reference norm); --rounds N times only the separate list,
+allocated anew N times.
 """
 import argparse
 import ctypes

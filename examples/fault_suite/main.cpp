@@ -59,7 +59,7 @@ struct settings {
   bool check = false;
   int synthetic_time = -1;  // -1: the default (synthetic with --quick, real time otherwise)
   int seeds = 3, healthy = 10, jobs = 1;
-  int entropy_stride = 0;  // 0: monitor_config's default (every 5th attention row)
+  int entropy_stride = 0;  // 0: monitor_config's default
   std::string only;  // one example
 };
 
@@ -76,8 +76,8 @@ settings parse(int argc, char** argv) {
                  "  --synthetic-time  step and layer times from a synthetic clock, the timing faults added\n"
                  "             to it (the default with --quick: a loaded machine cannot decide CTest)\n"
                  "  --real-time       the steady clock, faults that really sleep and spin (the default otherwise)\n"
-                 "  --entropy-stride N  the transformer's monitor reads every N-th attention row (default: 5)\n",
-                 why.c_str());
+                 "  --entropy-stride N  the transformer's monitor reads every N-th attention row (default: %u)\n",
+                 why.c_str(), static_cast<unsigned>(mldiag::monitor_config{}.entropy.row_stride));
     std::exit(2);
   };
   for (int i = 1; i < argc; ++i) {

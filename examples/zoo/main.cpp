@@ -102,10 +102,11 @@ constexpr const char* short_name(zoo::split s) {
                "  --losses-only   train the runs and print per run only how it trained (seconds, initial and final\n"
                "                  loss, first and last validation loss, trained or not), no findings, no judging;\n"
                "                  exit 1 when a healthy run did not train (held-out families' zoo-bug check)\n"
-               "  --entropy-stride N  the monitor reads every N-th attention row (default: monitor_config's, 5)\n"
+               "  --entropy-stride N  the monitor reads every N-th attention row (default: monitor_config's, %u)\n"
                "  --entropy-gap   also compare, per attention tensor and step, every row's mean normalized entropy\n"
                "                  with the sampled rows' (every N-th, at each offset), and print the largest difference\n",
-               why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str());
+               why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str(),
+               static_cast<unsigned>(mldiag::monitor_config{}.entropy.row_stride));
   std::exit(code);
 }
 
@@ -494,7 +495,7 @@ int main(int argc, char** argv) try {
                   "largest |difference| of the mean normalized entropy %.4f (every row's mean there %.4f); %llu "
                   "tensor-steps with every row's mean below 0.3, largest difference there %.4f; lowest mean %.4f; %llu "
                   "tensor-steps where an offset falls on the other side of attention_collapse's 0.1\n",
-                  p == &g.healthy ? "healthy" : "faulted", g.stride, static_cast<unsigned long long>(p->tensor_steps),
+                  p == &g.healthy ? "healthy" : "faulted", zoo::entropy_flags.row_stride, static_cast<unsigned long long>(p->tensor_steps),
                   p->largest, p->full_at_largest, static_cast<unsigned long long>(p->low), p->largest_low, p->lowest,
                   static_cast<unsigned long long>(p->disagreements));
     }

@@ -64,8 +64,8 @@ struct previous_values {
 /// How the zoo reads attention rows (`--entropy-stride`, `--entropy-gap`), set once before
 /// the runs start.
 struct entropy_options {
-  std::uint32_t row_stride = 0;  ///< 0: the monitor's default (monitor_config::entropy)
-  bool gap = false;              ///< also measure what sampling every 4th row changes
+  std::uint32_t row_stride = mldiag::monitor_config{}.entropy.row_stride;  ///< the monitor's default
+  bool gap = false;  ///< also measure what sampling every `row_stride`-th row changes
 };
 inline entropy_options entropy_flags;
 
@@ -74,7 +74,7 @@ inline thread_local bool run_is_faulted = false;
 
 /// What `--entropy-gap` measured over every run: per attention tensor and step, the mean
 /// normalized row entropy of every row against that of the rows the monitor's sampling reads
-/// (`--entropy-stride`, else monitor_config's default) at each offset the rotation visits
+/// (`entropy_flags.row_stride`) at each offset the rotation visits
 /// (the worst offset counts). Tensors whose rows all lack an entropy (NaN logits) are left out.
 struct entropy_gap {
   struct part {
@@ -88,15 +88,13 @@ struct entropy_gap {
   };
   std::mutex m;
   part healthy, faulted;
-  std::uint32_t stride = 0;
 
   void add(const torch::Tensor& scores) {
     const std::int64_t len = scores.size(-1);
     const auto all = mldiag::entropy_from_logits(scores);
     if (all.rows == 0) return;
     const double full = all.normalized_mean();
-    const mldiag::entropy_sampling sampling{
-        .row_stride = entropy_flags.row_stride > 0 ? entropy_flags.row_stride : mldiag::monitor_config{}.entropy.row_stride};
+    const mldiag::entropy_sampling sampling{.row_stride = entropy_flags.row_stride};
     double worst = 0.0;
     bool disagree = false;
     for (std::int64_t step = 0; step < static_cast<std::int64_t>(sampling.row_stride); ++step) {
@@ -106,7 +104,6 @@ struct entropy_gap {
       disagree = disagree || ((e.normalized_mean() < 0.1) != (full < 0.1));
     }
     const std::lock_guard<std::mutex> lock(m);
-    stride = sampling.row_stride;
     part& p = run_is_faulted ? faulted : healthy;
     ++p.tensor_steps;
     if (worst > p.largest) {

@@ -656,7 +656,7 @@ inline result train(const run_spec& s, const data& d) {
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
   mldiag::monitor_config mc{.classes = static_cast<double>(u.tell_classes ? u.classes : 0), .from_checkpoint = u.from_checkpoint};
-  if (entropy_flags.row_stride > 0) mc.entropy.row_stride = entropy_flags.row_stride;
+  mc.entropy.row_stride = entropy_flags.row_stride;
   mldiag::monitor mon(mc);
   {
     mldiag::training_config c{.learning_rate = s.lr};
