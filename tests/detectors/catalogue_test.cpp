@@ -534,6 +534,24 @@ TEST_CASE("attention_collapse expert_imbalance and residual_write_ratio") {
   });
   REQUIRE(f.size() == 1);
   CHECK(f.front().first_step == 25);
+  // An entropy that hovers around the line after a collapse (0.05, 0.12, 0.09, 0.15, 0.08,
+  // ... of log 128, the shape of the fault suite's transformer) is one episode; it ends only
+  // above twice the line (0.2), and a collapse after that is a new one.
+  mldiag::detectors::attention_collapse hover;
+  const double level[] = {0.05, 0.12, 0.09, 0.15, 0.08, 0.199, 0.07};
+  const auto hovered = run(hover, 60, [&](int step, mldiag::recorder& r, double&, double&) {
+    double x = 0.8;                                           // healthy until step 19
+    if (step >= 20) x = level[std::min(6, (step - 20) / 4)];  // each level for 4 steps: 20..47
+    if (step >= 48) x = 0.21;                                 // recovered: above 0.2
+    if (step >= 55) x = 0.06;                                 // and collapsed again
+    mldiag::entropy_stats e;
+    e.add_row(x * std::log(128.0), 128);
+    r.record_entropy("layers.3.attn", e);
+  });
+  REQUIRE(hovered.size() == 2);
+  CHECK(hovered[0].first_step == 20);
+  CHECK(hovered[1].first_step == 55);
+  CHECK(hovered[1].evidence.front().second == doctest::Approx(0.06).epsilon(1e-9));
   mldiag::detectors::expert_imbalance m;
   const double even[] = {10, 11, 9, 10}, skew[] = {37, 1, 1, 1};
   const auto g = run(m, 100, [&](int step, mldiag::recorder& r, double&, double&) {
