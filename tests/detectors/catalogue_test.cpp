@@ -552,6 +552,16 @@ TEST_CASE("attention_collapse expert_imbalance and residual_write_ratio") {
   CHECK(hovered[0].first_step == 20);
   CHECK(hovered[1].first_step == 55);
   CHECK(hovered[1].evidence.front().second == doctest::Approx(0.06).epsilon(1e-9));
+  // A threshold of 0.6 releases halfway to 1 (0.8), not at 1.2, which no entropy reaches.
+  mldiag::detectors::attention_collapse high({.min_normalized_entropy = 0.6});
+  const auto twice = run(high, 40, [&](int step, mldiag::recorder& r, double&, double&) {
+    const double x = step < 10 ? 0.9 : step < 20 ? 0.5 : step < 30 ? 0.81 : 0.5;  // collapse, release, collapse
+    mldiag::entropy_stats e;
+    e.add_row(x * std::log(128.0), 128);
+    r.record_entropy("layers.3.attn", e);
+  });
+  REQUIRE(twice.size() == 2);
+  CHECK(twice[1].first_step == 30);
   mldiag::detectors::expert_imbalance m;
   const double even[] = {10, 11, 9, 10}, skew[] = {37, 1, 1, 1};
   const auto g = run(m, 100, [&](int step, mldiag::recorder& r, double&, double&) {

@@ -154,7 +154,8 @@ class loss_spike {
 /// Q2: attention entropy collapse — a recorded attention tensor whose mean normalized row
 /// entropy falls below `min_normalized_entropy` (the method's 0.1: rows nearly one-hot).
 /// Reports onsets; the location ranks tensors by lowest entropy. Once reported, the collapse
-/// lasts until the lowest entropy is back above twice the threshold: an entropy that hovers
+/// lasts until the lowest entropy is back above twice the threshold (halfway to 1 for a
+/// threshold above 1/3): an entropy that hovers
 /// around the line is one episode, not a delivery each time it crosses (the fault suite's
 /// transformer with its attention scores x50, seed 1: 0.046-0.108 for 100 steps after the
 /// onset, delivered 7 times reading every fifth row and 3 times reading every row; the
@@ -179,7 +180,10 @@ class attention_collapse {
     double lowest = 1.0;
     for (const auto& a : o.now.attention)
       if (a.stats.rows > 0) lowest = a.stats.normalized_mean() < lowest ? a.stats.normalized_mean() : lowest;
-    collapsed_ = collapsed_ ? lowest < 2.0 * c_.min_normalized_entropy : lowest < c_.min_normalized_entropy;
+    // The release line: twice the threshold, or halfway to 1 for thresholds above 1/3 (a
+    // normalized entropy never exceeds 1).
+    const double line = c_.min_normalized_entropy;
+    collapsed_ = collapsed_ ? lowest < line + std::min(line, 0.5 * (1.0 - line)) : lowest < line;
     if (!fired_.rise(collapsed_)) return;
     finding f = make_finding(question::early_anomaly, symptoms::attention_entropy_collapse, severity::warning, o.now.step,
                              name(), {{"lowest_normalized_entropy", lowest}, {"threshold", c_.min_normalized_entropy}});
