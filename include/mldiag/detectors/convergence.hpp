@@ -1075,11 +1075,12 @@ class loss_not_decreasing {
       return std::isnan(g) || (std::isfinite(g) && g > 0.0);
     };
     // Cleared only by the improvement itself: a window's trend t-statistic passes -2 by chance
-    // every few hundred steps of pure noise, which would re-arm the report.
-    flat_ = flat_ ? improvement < 2.0 * c_.min_improvement
-                  : improvement < c_.min_improvement && !(t.t_stat < -c_.t_critical) &&
-                        gradients_normal();
-    if (fired_.rise(flat_)) {
+    // every few hundred steps of pure noise, which would re-arm the report. fired_ is active
+    // while a reported flat stretch lasts.
+    const bool flat = fired_.active() ? improvement < 2.0 * c_.min_improvement
+                                      : improvement < c_.min_improvement && !(t.t_stat < -c_.t_critical) &&
+                                            gradients_normal();
+    if (fired_.rise(flat)) {
       out.push_back(make_finding(question::convergence, symptoms::loss_not_decreasing, severity::warning, o.now.step, name(),
                                  {{"initial_mean", start}, {"recent_mean", now}, {"improvement", improvement},
                                   {"trend_t_stat", t.t_stat}}));
@@ -1090,7 +1091,6 @@ class loss_not_decreasing {
   config c_;
   signals::window first_, recent_;
   std::size_t seen_ = 0;
-  bool flat_ = false;  // reported and not yet recovered (see the class comment)
   edge fired_;
 };
 

@@ -182,9 +182,9 @@ class attention_collapse {
       if (a.stats.rows > 0) lowest = a.stats.normalized_mean() < lowest ? a.stats.normalized_mean() : lowest;
     // The release line: twice the threshold, or halfway to 1 for thresholds above 1/3 (a
     // normalized entropy never exceeds 1).
+    // fired_ is active while a reported collapse lasts.
     const double line = c_.min_normalized_entropy;
-    collapsed_ = collapsed_ ? lowest < line + std::min(line, 0.5 * (1.0 - line)) : lowest < line;
-    if (!fired_.rise(collapsed_)) return;
+    if (!fired_.rise(fired_.active() ? lowest < line + std::min(line, 0.5 * (1.0 - line)) : lowest < line)) return;
     finding f = make_finding(question::early_anomaly, symptoms::attention_entropy_collapse, severity::warning, o.now.step,
                              name(), {{"lowest_normalized_entropy", lowest}, {"threshold", c_.min_normalized_entropy}});
     for (const auto& a : o.now.attention)
@@ -196,7 +196,6 @@ class attention_collapse {
 
  private:
   config c_;
-  bool collapsed_ = false;  // reported and not yet recovered (see the class comment)
   edge fired_;
 };
 
