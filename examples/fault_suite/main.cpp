@@ -4,6 +4,7 @@
 // question and symptom reported first, whether its top-ranked location is the planted layer,
 // and the steps from onset to detection. Prints a table and one JSON line. docs/accuracy.md
 // records the results.
+#include "../../eval/common/evidence_log.hpp"
 #include "../common/faults.hpp"
 #include "../common/verdict.hpp"
 #include "../eigen_mlp/mlp.hpp"
@@ -16,7 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,6 +64,7 @@ struct settings {
   int seeds = 3, healthy = 10, jobs = 1;
   int entropy_stride = 0;  // 0: monitor_config's default
   std::string only;  // one example
+  std::string evidence;  // --evidence DIR: each run's evidence log and findings
 };
 
 settings parse(int argc, char** argv) {
@@ -69,6 +73,7 @@ settings parse(int argc, char** argv) {
     std::fprintf(stderr,
                  "mldiag: %s\nusage: mldiag-fault-suite [--quick] [--check] [--seeds N] [--healthy N] [--jobs N] "
                  "[--example eigen_mlp|torch_transformer] [--synthetic-time|--real-time] [--entropy-stride N]\n"
+                 "       [--evidence DIR]\n"
                  "  --quick    a subset for CTest: every MLP fault and one transformer fault per question, 1 seed,\n"
                  "             3 healthy runs each, shorter runs\n"
                  "  --check    exit 1 when a target is missed (recall 100%% with the right question, top-1\n"
@@ -76,7 +81,8 @@ settings parse(int argc, char** argv) {
                  "  --synthetic-time  step and layer times from a synthetic clock, the timing faults added\n"
                  "             to it (the default with --quick: a loaded machine cannot decide CTest)\n"
                  "  --real-time       the steady clock, faults that really sleep and spin (the default otherwise)\n"
-                 "  --entropy-stride N  the transformer's monitor reads every N-th attention row (default: %u)\n",
+                 "  --entropy-stride N  the transformer's monitor reads every N-th attention row (default: %u)\n"
+                 "  --evidence DIR    write each run's evidence log and findings to DIR, for mldiag-replay\n",
                  why.c_str(), static_cast<unsigned>(mldiag::monitor_config{}.entropy.row_stride));
     std::exit(2);
   };
@@ -97,6 +103,10 @@ settings parse(int argc, char** argv) {
     else if (a == "--synthetic-time") s.synthetic_time = 1;
     else if (a == "--real-time") s.synthetic_time = 0;
     else if (a == "--example" && i + 1 < argc) s.only = argv[++i];
+    else if (a == "--evidence" && i + 1 < argc) {
+      s.evidence = argv[++i];
+      std::filesystem::create_directories(s.evidence);
+    }
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown flag " + std::string(a));
   }
@@ -178,8 +188,19 @@ int main(int argc, char** argv) try {
     for (std::size_t i = next++; i < plans.size(); i = next++) {
       const auto& p = plans[i];
       examples::run_result r;
+      // --evidence: the run's evidence and findings, for replay (eval/common/evidence_log.hpp).
+      const auto record = [&](mldiag::monitor& mon, const mldiag::monitor_config& c) {
+        if (s.evidence.empty()) return;
+        const std::string base = s.evidence + "/" + eval::file_name(p.example + " " + std::string(examples::info(p.options.planted).name) +
+                                                                   " seed " + std::to_string(p.options.seed));
+        auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
+        w->configured({.classes = c.classes, .from_checkpoint = c.from_checkpoint});
+        mon.attach(std::move(w));
+      };
       if (p.example == "eigen_mlp") {
-        mldiag::monitor mon(examples::mlp::monitor_settings());
+        const auto config = examples::mlp::monitor_settings();
+        mldiag::monitor mon(config);
+        record(mon, config);
         r = examples::mlp::train(p.options, mon, digits);
       }
 #if MLDIAG_SUITE_HAS_TORCH
@@ -187,6 +208,7 @@ int main(int argc, char** argv) try {
         auto config = examples::lm::monitor_settings(text);
         if (s.entropy_stride > 0) config.entropy.row_stride = static_cast<std::uint32_t>(s.entropy_stride);
         mldiag::monitor mon(config);
+        record(mon, config);
         r = examples::lm::train(p.options, mon, text);
       }
 #endif

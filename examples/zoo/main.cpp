@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -91,6 +92,7 @@ constexpr const char* short_name(zoo::split s) {
                "%s%s"
                "usage: mldiag-zoo [--quick] [--check] [--jobs N] [--family NAME] [--list] [--healthy-only] [--faults-only]\n"
                "                  [--only TEXT] [--verbose] [--losses-only] [--entropy-stride N] [--entropy-gap]\n"
+               "                  [--evidence DIR]\n"
                "  --quick         a deterministic subset (every family, a few faults) for CTest\n"
                "  --check         exit 1 when a target is missed (0 healthy false alarms; over fair faults recall\n"
                "                  >= 0.95, right question >= 0.9, top-1 localization >= 0.9, median steps <= 10)\n"
@@ -104,7 +106,8 @@ constexpr const char* short_name(zoo::split s) {
                "                  exit 1 when a healthy run did not train (held-out families' zoo-bug check)\n"
                "  --entropy-stride N  the monitor reads every N-th attention row (default: monitor_config's, %u)\n"
                "  --entropy-gap   also compare, per attention tensor and step, every row's mean normalized entropy\n"
-               "                  with the sampled rows' (every N-th, at each offset), and print the largest difference\n",
+               "                  with the sampled rows' (every N-th, at each offset), and print the largest difference\n"
+               "  --evidence DIR  write each run's evidence log and findings to DIR, for mldiag-replay\n",
                why.empty() ? "" : ("mldiag: " + why + "\n").c_str(), "", family_names().c_str(),
                static_cast<unsigned>(mldiag::monitor_config{}.entropy.row_stride));
   std::exit(code);
@@ -131,6 +134,11 @@ settings parse(int argc, char** argv) {
     else if (a == "--only") {
       if (i + 1 >= argc) usage("--only needs a value");
       s.only = argv[++i];
+    }
+    else if (a == "--evidence") {
+      if (i + 1 >= argc) usage("--evidence needs a folder");
+      zoo::evidence_dir = argv[++i];
+      std::filesystem::create_directories(zoo::evidence_dir);
     }
     else if (a == "--help" || a == "-h") usage("", 0);
     else if (a == "--jobs" || a == "--family") {

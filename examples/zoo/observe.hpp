@@ -69,6 +69,9 @@ struct entropy_options {
 };
 inline entropy_options entropy_flags;
 
+/// `--evidence DIR`: each run writes its evidence log and findings there (eval/common/evidence_log.hpp).
+inline std::string evidence_dir;
+
 /// Whether the run on this thread plants a fault (set by `run_one`), for `entropy_gap`.
 inline thread_local bool run_is_faulted = false;
 

@@ -3,6 +3,7 @@
 /// monitor with the fault planted, and returns what the monitor found and how the loss went.
 #pragma once
 
+#include "../../eval/common/evidence_log.hpp"
 #include "../common/faults.hpp"
 #include "data.hpp"
 #include "families.hpp"
@@ -663,6 +664,12 @@ inline result train(const run_spec& s, const data& d) {
     if (u.classes > 0 && u.tell_classes) c.classes = static_cast<double>(u.classes);
     if (u.clip > 0.0) c.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
     c.full_batch = s.batch >= full_batch;  // every training row, every step: as its user knows
+    if (!evidence_dir.empty()) {  // --evidence: the run's evidence and findings, for replay
+      const std::string base = evidence_dir + "/" + eval::file_name(s.describe() + " fault " + std::string(f == fault::none ? "none" : info(f)->name) + " onset " + std::to_string(s.onset));
+      auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
+      w->configured({.classes = mc.classes, .from_checkpoint = mc.from_checkpoint, .training = c});
+      mon.attach(std::move(w));
+    }
     for (const auto& fnd : mon.check_configuration(c))
       if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
   }
