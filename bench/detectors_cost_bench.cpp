@@ -49,18 +49,18 @@ int main(int argc, char** argv) {
   constexpr double budget_ns = 10000;  // issue 18: the default set, per step, for 300 tensors
   const auto record_step = [&](mldiag::recorder& rec, int step) -> const mldiag::snapshot& {
     rec.begin_step(step);
-    rec.record_loss(2.0 + std::exp(-step / 500.0) + 0.02 * noise(rng));
-    rec.record_lr(3e-4);
+    rec.observe(mldiag::scalar::loss, 2.0 + std::exp(-step / 500.0) + 0.02 * noise(rng));
+    rec.observe(mldiag::scalar::learning_rate, 3e-4);
     for (int i = 0; i < 300; ++i) {
-      rec.record(mldiag::role::gradient, names[static_cast<std::size_t>(i)], proto);
-      rec.record(mldiag::role::parameter, names[static_cast<std::size_t>(i)], proto);
-      if (i < 24) rec.record(mldiag::role::activation, names[static_cast<std::size_t>(i)], proto);
+      rec.observe(mldiag::role::gradient, names[static_cast<std::size_t>(i)], proto);
+      rec.observe(mldiag::role::parameter, names[static_cast<std::size_t>(i)], proto);
+      if (i < 24) rec.observe(mldiag::role::activation, names[static_cast<std::size_t>(i)], proto);
       if (i < 12) {
-        rec.record(mldiag::role::residual_input, names[static_cast<std::size_t>(i)], proto);
-        rec.record(mldiag::role::block_output, names[static_cast<std::size_t>(i)], proto);
+        rec.observe(mldiag::role::residual_input, names[static_cast<std::size_t>(i)], proto);
+        rec.observe(mldiag::role::block_output, names[static_cast<std::size_t>(i)], proto);
         mldiag::entropy_stats e;
         e.add_row(3.0, 128);
-        rec.record_entropy(names[static_cast<std::size_t>(i)], e);
+        rec.observe(mldiag::row_entropy{names[static_cast<std::size_t>(i)], e});
       }
     }
     return rec.end_step();

@@ -68,7 +68,6 @@ int main(int argc, char** argv) {
       mldiag::name_table table;
       mldiag::snapshot base;
       base.clear(0);
-      base.has_loss = true;
       base.loss = 1.0;
       base.timings.total = 0.1;
       for (const auto& n : names) base.gradients.push_back({table.intern(n), part});

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
                               timer.mark(phase::communication);
                               timer.mark(phase::optimizer);
                               timer.mark(phase::other);
-                              acc += timer.end_step().total;
+                              acc += *timer.end_step().total;
                             }
                             sink_value = static_cast<std::int64_t>(acc);
                           }),
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                             for (std::int64_t i = 0; i < k; ++i) {
                               auto g = timer.scope(phase::forward);
                             }
-                            sink_value = static_cast<std::int64_t>(timer.end_step().total);
+                            sink_value = static_cast<std::int64_t>(*timer.end_step().total);
                           }),
                   2});
 

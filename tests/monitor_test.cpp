@@ -17,8 +17,8 @@
 namespace {
 void feed(mldiag::monitor& mon, const mldiag_test::trainer_config& c, std::vector<std::string>* seen = nullptr) {
   mldiag_test::train_softmax(c, [&](int, double loss, const std::vector<float>& gw, const std::vector<float>& gb) {
-    mon.observe_loss(loss);
-    mon.observe_lr(c.lr);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, c.lr);
     mon.observe(mldiag::role::gradient, "classifier.weight", gw);
     mon.observe(mldiag::role::gradient, "classifier.bias", gb);
     for (const auto& f : mon.end_step())
@@ -28,15 +28,15 @@ void feed(mldiag::monitor& mon, const mldiag_test::trainer_config& c, std::vecto
 }  // namespace
 
 TEST_CASE("a healthy run stays quiet and a planted LR fault opens diagnoses in phase 1") {
-  mldiag::monitor quiet({.classes = 3});
+  mldiag::monitor quiet({.task = {.classes = 3}});
   std::vector<std::string> none;
   feed(quiet, {.lr = 0.5}, &none);
   CHECK(none.empty());
   CHECK(quiet.open_diagnoses() == 0);
 
-  mldiag::monitor mon({.classes = 3});
+  mldiag::monitor mon({.task = {.classes = 3}});
   std::vector<std::string> seen, sunk;
-  mon.add_sink([&](const mldiag::finding& f) { sunk.push_back(f.symptom); });
+  mon.attach([&](const mldiag::finding& f) { sunk.push_back(f.symptom); });
   feed(mon, {.lr = 10.0}, &seen);
   REQUIRE(!seen.empty());
   CHECK(sunk == seen);  // every finding reaches the sinks
@@ -53,25 +53,37 @@ TEST_CASE("a healthy run stays quiet and a planted LR fault opens diagnoses in p
   CHECK_THROWS_WITH_AS((void)mon.take_diagnosis(99), doctest::Contains("mldiag: monitor::take_diagnosis: index 99"), mldiag::error);
 }
 
-TEST_CASE("L0: the static configuration is checked before the first step") {
-  mldiag::monitor mon;
-  const auto f = mon.check_configuration({.learning_rate = -1e-3, .classes = 10, .label_min = 0, .label_max = 10,
-                                          .fp16 = true, .loss_scaling = false, .data_loader_workers = 0});
+TEST_CASE("L0: the task is checked before the first step, and its findings reach sinks with the first step") {
+  mldiag::monitor mon({.task = {.classes = 10, .learning_rate = -1e-3, .label_min = 0, .label_max = 10, .fp16 = true,
+                                .loss_scaling = false, .data_loader_workers = 0}});
+  const auto f = mon.configuration_findings();
   REQUIRE(f.size() == 4);
   CHECK(f[0].symptom == "learning rate not finite or negative");
   CHECK(f[1].symptom == "labels out of range");
   CHECK(f[2].symptom == "fp16 without loss scaling");
   CHECK(f[3].question == mldiag::question::efficiency);
-  CHECK(mon.open_diagnoses() == 3);  // info findings open none
-  CHECK(mon.check_configuration({.learning_rate = 3e-4, .classes = 10, .label_min = 0, .label_max = 9}).empty());
+  CHECK(f[0].first_step == -1);
+  CHECK(mon.open_diagnoses() == 3);  // info findings open none, and before any step
+  std::vector<std::string> sunk;
+  mon.attach([&](const mldiag::finding& x) { sunk.push_back(x.symptom); });
+  mon.observe(mldiag::scalar::loss, 2.3);
+  CHECK(mon.end_step().empty());  // a step's own findings only
+  REQUIRE(sunk.size() == 4);
+  CHECK(sunk[1] == "labels out of range");
+  (void)mon.end_step();
+  CHECK(sunk.size() == 4);  // delivered once
+  mldiag::monitor sane({.task = {.classes = 10, .learning_rate = 3e-4, .label_min = 0, .label_max = 9}});
+  CHECK(sane.configuration_findings().empty());
+  CHECK_THROWS_WITH_AS(mldiag::monitor({.task = {.max_grad_norm = -1.0}}), doctest::Contains("mldiag: task::max_grad_norm is -1"),
+                       mldiag::error);
 }
 
 TEST_CASE("a quiet step allocates nothing from the second step on") {
   mldiag::monitor mon;
   std::vector<float> g(512, 0.01f);
   auto step = [&](int i) {
-    mon.observe_loss(1.0 + 3.0 * std::exp(-i / 300.0));
-    mon.observe_lr(1e-3);
+    mon.observe(mldiag::scalar::loss, 1.0 + 3.0 * std::exp(-i / 300.0));
+    mon.observe(mldiag::scalar::learning_rate, 1e-3);
     mon.observe(mldiag::role::gradient, "w", g);
     return mon.end_step().size();
   };
@@ -90,9 +102,9 @@ namespace {
 struct loss_above {
   double line = 5.0;
   void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) {
-    if (o.now.has_loss && o.now.loss > line)
-      out.push_back(mldiag::detectors::make_finding(mldiag::question::convergence, mldiag::symptoms::sustained_loss_increase,
-                                                    mldiag::severity::warning, o.now.step, name(), {{"loss", o.now.loss}}));
+    if (o.now.loss && *o.now.loss > line)
+      out.push_back(mldiag::make_finding(mldiag::question::convergence, mldiag::symptoms::sustained_loss_increase,
+                                         mldiag::severity::warning, o.now.step, name(), {{"loss", *o.now.loss}}));
   }
   [[nodiscard]] std::string_view name() const { return "loss_above"; }
 };
@@ -106,8 +118,8 @@ std::vector<std::string> names_of(const mldiag::monitor& mon) {
 
 TEST_CASE("monitor: configured entries, each name once, and the user's own detectors") {
   // classes > 1 configures initial_loss and chance_level in their place, once each.
-  for (const auto& config : {mldiag::monitor_config{.classes = 10},
-                             mldiag::monitor_config{.classes = 10, .detectors = {"initial_loss", "loss_spike", "chance_level"}}}) {
+  for (const auto& config : {mldiag::monitor_config{.task = {.classes = 10}},
+                             mldiag::monitor_config{.task = {.classes = 10}, .detectors = {"initial_loss", "loss_spike", "chance_level"}}}) {
     mldiag::monitor mon(config);
     auto names = names_of(mon);
     CHECK(std::count(names.begin(), names.end(), "initial_loss") == 1);
@@ -118,16 +130,16 @@ TEST_CASE("monitor: configured entries, each name once, and the user's own detec
   // An entry's own parameters win over the monitor's classes: a 2-class task reports a first
   // loss of ln 10 as far from ln 2 ...
   {
-    mldiag::monitor mon({.classes = 10, .detectors = {{"initial_loss", {{"classes", 2}}}}});
-    mon.observe_loss(std::log(10.0));
+    mldiag::monitor mon({.task = {.classes = 10}, .detectors = {{"initial_loss", {{"classes", 2}}}}});
+    mon.observe(mldiag::scalar::loss, std::log(10.0));
     const auto f = mon.end_step();
     REQUIRE(f.size() == 1);
     CHECK(f[0].symptom == mldiag::symptoms::initial_loss_far_from_chance);
   }
   // ... while with the monitor's 10 classes the same loss is exactly at chance.
   {
-    mldiag::monitor mon({.classes = 10, .detectors = {"initial_loss"}});
-    mon.observe_loss(std::log(10.0));
+    mldiag::monitor mon({.task = {.classes = 10}, .detectors = {"initial_loss"}});
+    mon.observe(mldiag::scalar::loss, std::log(10.0));
     CHECK(mon.end_step().empty());
   }
   // A configured entry's parameter takes effect: a jump of 15x is below warn_ratio 20.
@@ -142,9 +154,9 @@ TEST_CASE("monitor: configured entries, each name once, and the user's own detec
   CHECK(names_of(mon) == std::vector<std::string>{"loss_spike", "loss_above"});
   mon.add(mldiag::detectors::make_detector("loss_spike", {{"factor", 4}}));
   CHECK(names_of(mon) == std::vector<std::string>{"loss_spike", "loss_above"});
-  mon.observe_loss(50.0);
+  mon.observe(mldiag::scalar::loss, 50.0);
   CHECK(mon.end_step().empty());  // the replacement's line is 100
-  mon.observe_loss(150.0);
+  mon.observe(mldiag::scalar::loss, 150.0);
   const auto f = mon.end_step();
   REQUIRE(f.size() == 1);
   CHECK(f[0].detector == "loss_above");
@@ -161,7 +173,7 @@ TEST_CASE("an evaluation joins the step it was measured after, and its detectors
   for (int epoch = 0; epoch < 3; ++epoch) {
     for (int i = 0; i < 40; ++i) {
       const int step = epoch * 40 + i;
-      mon.observe_loss(2.0 * std::exp(-step / 10.0) + 0.05);
+      mon.observe(mldiag::scalar::loss, 2.0 * std::exp(-step / 10.0) + 0.05);
       mon.observe(mldiag::role::gradient, "w", g);
       mon.end_step();
     }
@@ -169,7 +181,6 @@ TEST_CASE("an evaluation joins the step it was measured after, and its detectors
     for (const auto& f : mon.observe_evaluation(2.0)) gap_findings += f.symptom == mldiag::symptoms::train_far_below_val ? 1 : 0;
     // The value is the closed step's, not the next one's.
     CHECK(mon.evidence().past().back().step == last);
-    CHECK(mon.evidence().past().back().has_val_loss);
     CHECK(mon.evidence().past().back().val_loss == 2.0);
   }
   CHECK(gap_findings == 1);  // an onset, once
@@ -177,22 +188,22 @@ TEST_CASE("an evaluation joins the step it was measured after, and its detectors
   mon.observe_evaluation(10, 3.0);
   CHECK(mon.evidence().past()[10].val_loss == 3.0);
   CHECK_THROWS_WITH_AS(mon.observe_evaluation(100000, 1.0), doctest::Contains("is not in the history"), mldiag::error);
-  mon.observe_loss(0.05);
-  CHECK_THROWS_WITH_AS(mon.observe_evaluation(1.0), doctest::Contains("use observe_val_loss for the open step"), mldiag::error);
+  mon.observe(mldiag::scalar::loss, 0.05);
+  CHECK_THROWS_WITH_AS(mon.observe_evaluation(1.0), doctest::Contains("or observe(scalar::val_loss, v) for the open step"), mldiag::error);
 }
 
 TEST_CASE("each diagnosis localizes and ranks causes by its own symptom") {
   // Two faults at different times: the learning rate x1000 from step 200 (divergence) after
   // a gradient tensor carrying NaN at steps 50-52. Each open diagnosis must say its own
   // "since" and have its own candidates, not the run's.
-  mldiag::monitor mon({.classes = 3});
+  mldiag::monitor mon({.task = {.classes = 3}});
   std::vector<float> g(64, 0.01f), bad(64, 0.01f);
   bad[3] = std::nanf("");
   double loss = 1.1;
   for (int step = 0; step < 260; ++step) {
     loss = step < 200 ? 1.1 * std::exp(-step / 150.0) + 0.2 : loss * 1.3;
-    mon.observe_loss(loss);
-    mon.observe_lr(step < 200 ? 1e-3 : 1.0);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, step < 200 ? 1e-3 : 1.0);
     mon.observe(mldiag::role::gradient, "w", step >= 50 && step <= 52 ? bad : g);
     mon.end_step();
   }
@@ -224,7 +235,7 @@ TEST_CASE("observe_logits records the row entropy on the rows and steps the conf
   mldiag::monitor by_default;  // every 5th row, every step
   for (int step = 0; step < 4; ++step) {
     for (auto* m : {&every_row, &sampled, &by_default}) {
-      m->observe_loss(1.0);
+      m->observe(mldiag::scalar::loss, 1.0);
       m->observe_logits("attn", scores, 16);
       (void)m->end_step();
     }
@@ -258,7 +269,7 @@ TEST_CASE("observe_logits records the row entropy on the rows and steps the conf
 }
 
 TEST_CASE("a quiet step with every kind of evidence allocates nothing from the second step on") {
-  mldiag::monitor mon({.classes = 10});
+  mldiag::monitor mon({.task = {.classes = 10}});
   std::vector<float> w(4096), g(4096), u(4096), act(2048), resid(1024), write(1024), scores(4 * 32 * 32);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(static_cast<int>(i % 97) - 48) / 48.0f;
   for (std::size_t i = 0; i < act.size(); ++i) act[i] = static_cast<float>(i % 13) * 0.1f;
@@ -274,8 +285,8 @@ TEST_CASE("a quiet step with every kind of evidence allocates nothing from the s
       w[k] += u[k];  // the parameters move by their updates (else: "frozen parameters")
     }
     for (std::size_t k = 0; k < write.size(); ++k) write[k] = 0.1f * resid[k] * scale;
-    mon.observe_loss(std::log(10.0) * (0.3 + 0.7 * std::exp(-t / 400.0)) + 0.01 * std::sin(t));
-    mon.observe_lr(1e-3);
+    mon.observe(mldiag::scalar::loss, std::log(10.0) * (0.3 + 0.7 * std::exp(-t / 400.0)) + 0.01 * std::sin(t));
+    mon.observe(mldiag::scalar::learning_rate, 1e-3);
     for (int layer = 0; layer < 3; ++layer) {
       const std::string name = "layers." + std::to_string(layer);
       mon.observe(mldiag::role::parameter, name + ".w", w);
@@ -286,7 +297,7 @@ TEST_CASE("a quiet step with every kind of evidence allocates nothing from the s
       mon.observe(mldiag::role::block_output, name, write);
       mon.observe_logits(name + ".attn", scores, 32);
     }
-    mon.observe_router_load("layers.1.moe", loads);
+    mon.observe(mldiag::router_load{"layers.1.moe", loads});
     const auto f = mon.end_step();
     for (const auto& x : f) MESSAGE(i << ": " << x.detector << ": " << x.symptom);
     return f.size();

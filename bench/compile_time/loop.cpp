@@ -28,7 +28,7 @@ int main() {
   auto model = std::make_shared<net>();
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
 #if MLDIAG_BENCH_MONITOR
-  mldiag::monitor mon({.classes = 10});
+  mldiag::monitor mon({.task = {.classes = 10}});
   mldiag::module_observer watch(*model);
 #endif
   for (int step = 0; step < 10; ++step) {
@@ -38,7 +38,7 @@ int main() {
     loss.backward();
     opt.step();
 #if MLDIAG_BENCH_MONITOR
-    mon.observe_loss(loss.item<double>());
+    mon.observe(mldiag::scalar::loss, loss.item<double>());
     watch.observe(mon);
     for (const auto& f : mon.end_step()) std::printf("%s\n", f.symptom.c_str());
 #endif
@@ -49,12 +49,12 @@ int main() {
 int main() {
   std::vector<float> g(1000, 0.01f);
 #if MLDIAG_BENCH_MONITOR
-  mldiag::monitor mon({.classes = 10});
+  mldiag::monitor mon({.task = {.classes = 10}});
 #endif
   for (int step = 0; step < 10; ++step) {
     for (auto& v : g) v *= 0.99f;
 #if MLDIAG_BENCH_MONITOR
-    mon.observe_loss(2.3 - 0.1 * step);
+    mon.observe(mldiag::scalar::loss, 2.3 - 0.1 * step);
     mon.observe(mldiag::role::gradient, "w", g);
     for (const auto& f : mon.end_step()) std::printf("%s\n", f.symptom.c_str());
 #endif

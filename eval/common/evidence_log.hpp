@@ -16,10 +16,13 @@
 
 #include <mldiag/monitor.hpp>
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -33,9 +36,7 @@ namespace eval {
 /// What a harness tells the monitor before the first step (the parts the zoo and the fault
 /// suite use).
 struct run_setup {
-  double classes = 0;
-  bool from_checkpoint = false;
-  std::optional<mldiag::training_config> training;  ///< check_configuration's argument, if called
+  mldiag::task task;
 };
 
 /// A run's description as a file name: letters, digits, '.', '-' and '_' kept, anything else '_'.
@@ -123,16 +124,34 @@ inline std::optional<double> get_optional(std::istream& in) {
   return has ? std::optional<double>(v) : std::nullopt;
 }
 
-// The snapshot's scalars, in one order for writing and reading.
+// The snapshot's scalars, in one order for writing and reading: each as a flag and a value.
 template <class Snapshot, class F>
 void each_scalar(Snapshot& s, F&& f) {
-  f(s.has_loss, s.loss);
-  f(s.has_val_loss, s.val_loss);
-  f(s.has_lr, s.lr);
-  f(s.has_loss_scale, s.loss_scale);
-  f(s.has_grad_norm, s.grad_norm);
-  f(s.has_grad_cosine, s.grad_cosine);
-  f(s.has_grad_increment_cosine, s.grad_increment_cosine);
+  for (auto* v : {&s.loss, &s.val_loss, &s.lr, &s.loss_scale, &s.grad_norm, &s.grad_cosine, &s.grad_increment_cosine}) f(*v);
+}
+
+// Timings, memory and efficiency as doubles, absent as NaN (the log's first format, kept).
+inline std::array<double, 6> flat(const mldiag::step_timings& t) {
+  const auto v = [](const std::optional<double>& x) { return x.value_or(std::numeric_limits<double>::quiet_NaN()); };
+  return {v(t.data_wait), v(t.forward), v(t.backward), v(t.optimizer), v(t.communication), v(t.total)};
+}
+inline std::array<double, 8> flat(const mldiag::memory_evidence& m) {
+  const auto v = [](const std::optional<double>& x) { return x.value_or(std::numeric_limits<double>::quiet_NaN()); };
+  return {v(m.allocated), v(m.reserved), v(m.peak), v(m.capacity), v(m.largest_free_block), v(m.used), v(m.host_rss), v(m.host_rss_peak)};
+}
+inline std::array<double, 6> flat(const mldiag::efficiency_evidence& e) {
+  const auto v = [](const std::optional<double>& x) { return x.value_or(std::numeric_limits<double>::quiet_NaN()); };
+  return {v(e.mfu), v(e.tensor_core_activity), v(e.throughput), v(e.throughput_target), v(e.communication_bytes), v(e.link_bandwidth)};
+}
+inline std::optional<double> present(double x) { return std::isnan(x) ? std::nullopt : std::optional<double>(x); }
+inline mldiag::step_timings timings_from(const std::array<double, 6>& a) {
+  return {present(a[0]), present(a[1]), present(a[2]), present(a[3]), present(a[4]), present(a[5])};
+}
+inline mldiag::memory_evidence memory_from(const std::array<double, 8>& a) {
+  return {present(a[0]), present(a[1]), present(a[2]), present(a[3]), present(a[4]), present(a[5]), present(a[6]), present(a[7])};
+}
+inline mldiag::efficiency_evidence efficiency_from(const std::array<double, 6>& a) {
+  return {present(a[0]), present(a[1]), present(a[2]), present(a[3]), present(a[4]), present(a[5])};
 }
 
 }  // namespace detail
@@ -148,12 +167,15 @@ class evidence_writer final : public mldiag::monitor_sink {
   }
   /// The monitor's setup, written first (before any step).
   void configured(const run_setup& r) {
-    detail::put(log_, r.classes);
-    detail::put(log_, static_cast<std::uint8_t>(r.from_checkpoint));
-    detail::put(log_, static_cast<std::uint8_t>(r.training.has_value()));
-    const mldiag::training_config t = r.training.value_or(mldiag::training_config{});
+    // The first format's fields: the monitor's classes and start, then the training
+    // configuration a harness checked (flag set), which the task holds now.
+    const mldiag::task& t = r.task;
+    detail::put(log_, static_cast<double>(t.classes));
+    detail::put(log_, static_cast<std::uint8_t>(t.from_checkpoint));
+    const bool checked = t.learning_rate || t.max_grad_norm || t.full_batch;
+    detail::put(log_, static_cast<std::uint8_t>(checked));
     detail::put_optional(log_, t.learning_rate);
-    detail::put_optional(log_, t.classes);
+    detail::put_optional(log_, checked && t.classes > 0 ? std::optional<double>(static_cast<double>(t.classes)) : std::nullopt);
     detail::put_optional(log_, t.max_grad_norm);
     detail::put(log_, static_cast<std::uint8_t>(t.full_batch));
   }
@@ -169,25 +191,25 @@ class evidence_writer final : public mldiag::monitor_sink {
     }
     log_.put('S');
     detail::put(log_, s.step);
-    detail::each_scalar(s, [&](const bool& has, const double& v) {
-      detail::put(log_, static_cast<std::uint8_t>(has));
-      detail::put(log_, v);
+    detail::each_scalar(s, [&](const std::optional<double>& v) {
+      detail::put(log_, static_cast<std::uint8_t>(v.has_value()));
+      detail::put(log_, v.value_or(std::numeric_limits<double>::quiet_NaN()));
     });
     for (const auto r : mldiag::all_roles) detail::put_vector(log_, s.of(r));
     detail::put_vector(log_, s.drift);
     detail::put_vector(log_, s.attention);
     detail::put_vector(log_, s.routers);
-    detail::put(log_, s.timings);
+    detail::put(log_, detail::flat(s.timings));
     detail::put_vector(log_, s.layer_times);
-    detail::put(log_, s.memory);
-    detail::put(log_, s.efficiency);
+    detail::put(log_, detail::flat(s.memory));
+    detail::put(log_, detail::flat(s.efficiency));
     detail::put_vector(log_, s.rank_step_times);
   }
   void on_evaluation(const mldiag::snapshot& s, const mldiag::name_table&) override {
     step_ = s.step;  // the findings it raises are delivered at that step
     log_.put('E');
     detail::put(log_, s.step);
-    detail::put(log_, s.val_loss);
+    detail::put(log_, s.val_loss.value_or(std::numeric_limits<double>::quiet_NaN()));
   }
   void on_finish(const mldiag::monitor&) override {
     log_.flush();
@@ -210,30 +232,35 @@ class evidence_writer final : public mldiag::monitor_sink {
   in.read(m, sizeof m);
   if (!in || std::memcmp(m, detail::magic, sizeof m) != 0)
     throw std::runtime_error("mldiag: " + log_path + " is not an evidence log (no MLDEVD1 header)");
-  run_setup setup;
-  setup.classes = detail::get<double>(in);
-  setup.from_checkpoint = detail::get<std::uint8_t>(in) != 0;
+  mldiag::task t;
+  t.classes = static_cast<std::size_t>(detail::get<double>(in));
+  t.from_checkpoint = detail::get<std::uint8_t>(in) != 0;
   const bool checked = detail::get<std::uint8_t>(in) != 0;
-  mldiag::training_config t;
-  t.learning_rate = detail::get_optional(in);
-  t.classes = detail::get_optional(in);
-  t.max_grad_norm = detail::get_optional(in);
-  t.full_batch = detail::get<std::uint8_t>(in) != 0;
-  if (checked) setup.training = t;
+  const auto learning_rate = detail::get_optional(in);
+  (void)detail::get_optional(in);  // the checked configuration's classes: the monitor's, above
+  const auto max_grad_norm = detail::get_optional(in);
+  const bool full_batch = detail::get<std::uint8_t>(in) != 0;
+  if (checked) {
+    t.learning_rate = learning_rate;
+    t.max_grad_norm = max_grad_norm;
+    t.full_batch = full_batch;
+  }
 
   std::vector<std::string> lines;
   std::int64_t step = -1;
+  // As evidence_writer numbers them: by the last step a sink saw close (-1 before the first).
   struct collect final : mldiag::monitor_sink {
     std::vector<std::string>* lines;
     std::int64_t* step;
+    void on_step(const mldiag::snapshot& s, const mldiag::name_table&) override { *step = s.step; }
+    void on_evaluation(const mldiag::snapshot& s, const mldiag::name_table&) override { *step = s.step; }
     void on_finding(const mldiag::finding& f) override { lines->push_back(finding_line(*step, f)); }
   };
-  mldiag::monitor mon({.classes = setup.classes, .from_checkpoint = setup.from_checkpoint});
+  mldiag::monitor mon({.task = t});
   auto sink = std::make_unique<collect>();
   sink->lines = &lines;
   sink->step = &step;
   mon.attach(std::move(sink));
-  if (setup.training) (void)mon.check_configuration(*setup.training);
 
   std::vector<std::string> pending_names;
   mldiag::snapshot recorded;
@@ -250,26 +277,26 @@ class evidence_writer final : public mldiag::monitor_sink {
       pending_names.push_back(std::move(name));
     } else if (tag == 'S') {
       recorded.clear(detail::get<std::int64_t>(in));
-      detail::each_scalar(recorded, [&](bool& has, double& v) {
-        has = detail::get<std::uint8_t>(in) != 0;
-        v = detail::get<double>(in);
+      detail::each_scalar(recorded, [&](std::optional<double>& v) {
+        const bool has = detail::get<std::uint8_t>(in) != 0;
+        const double x = detail::get<double>(in);
+        v.reset();
+        if (has) v = x;
       });
       for (const auto r : mldiag::all_roles) detail::get_vector(in, recorded.of(r));
       detail::get_vector(in, recorded.drift);
       detail::get_vector(in, recorded.attention);
       detail::get_vector(in, recorded.routers);
-      recorded.timings = detail::get<mldiag::step_timings>(in);
+      recorded.timings = detail::timings_from(detail::get<std::array<double, 6>>(in));
       detail::get_vector(in, recorded.layer_times);
-      recorded.memory = detail::get<mldiag::memory_evidence>(in);
-      recorded.efficiency = detail::get<mldiag::efficiency_evidence>(in);
+      recorded.memory = detail::memory_from(detail::get<std::array<double, 8>>(in));
+      recorded.efficiency = detail::efficiency_from(detail::get<std::array<double, 6>>(in));
       detail::get_vector(in, recorded.rank_step_times);
-      step = recorded.step;
       mon.begin_step(recorded.step);
       (void)mon.end_step();
     } else if (tag == 'E') {
       const auto at = detail::get<std::int64_t>(in);
       const auto v = detail::get<double>(in);
-      step = at;
       (void)mon.observe_evaluation(at, v);
     } else {
       throw std::runtime_error("mldiag: " + log_path + " is corrupt (record tag " + std::to_string(tag) + ")");

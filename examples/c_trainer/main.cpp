@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   int warned = 0;
 
   // [c_trainer]
-  mldiag::monitor mon({.classes = 10});
+  mldiag::monitor mon({.task = {.classes = 10}});
   for (int step = 0; step < steps; ++step) {
     if (fault != "no_zero_grad" || step == 0) std::memset(md.grads.data(), 0, md.grads.size() * sizeof(float));
     if (fault == "lr_x100" && step == 300) lr *= 100.0f;
@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
       loss += model_example(&md, &xs[static_cast<std::size_t>(e) * in_dim], ys[static_cast<std::size_t>(e)], 1.0f / batch) / batch;
     }
     model_update(&md, lr);
-    mon.observe_loss(loss);
-    mon.observe_lr(lr);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, lr);
     for (int t = 0; t < n_tensors; ++t) {  // the buffers in place: a tensor is an offset and a size
       mon.observe(mldiag::role::gradient, tensor_names[t],
                   mldiag::tensor_ref(tensor_names[t], md.grads.data() + md.offset[t], static_cast<std::int64_t>(tensor_sizes[t]), mldiag::dtype::f32));
@@ -152,6 +152,6 @@ int main(int argc, char** argv) {
   // [c_trainer]
 
   std::printf("c_trainer (%s, seed %u): %d step(s), final loss %.4f, %d finding(s) at warning or above\n", fault.c_str(), seed,
-              steps, static_cast<double>(mon.evidence().past().back().loss), warned);
+              steps, mon.evidence().past().back().loss.value_or(std::nan("")), warned);
   return 0;
 }

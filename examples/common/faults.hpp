@@ -4,7 +4,7 @@
 /// Shared by the examples, the fault suite and the overhead benchmark.
 #pragma once
 
-#include <mldiag/detectors/finding.hpp>
+#include <mldiag/vocab/finding.hpp>
 #include <mldiag/monitor.hpp>
 
 #include <chrono>
@@ -227,7 +227,7 @@ struct synthetic_clock {
     t.forward = forward + (slow_layer ? step : 0.0);
     t.backward = backward;
     t.optimizer = optimizer;
-    t.total = t.data_wait + t.forward + t.backward + t.optimizer;
+    t.total = *t.data_wait + *t.forward + *t.backward + *t.optimizer;
     return t;
   }
   /// One of `layers` timed layers' forward time.

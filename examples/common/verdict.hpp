@@ -7,7 +7,7 @@
 
 #include "faults.hpp"
 
-#include <mldiag/detectors/finding.hpp>
+#include <mldiag/vocab/finding.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -42,8 +42,8 @@ mldiag::monitor train(const settings& s) {
       loss += err * err / batch;
       for (int j = 0; j < 4; ++j) grad[static_cast<std::size_t>(j)] += static_cast<float>(2.0 * err * x[j] / batch);
     }
-    mon.observe_loss(loss);
-    mon.observe_lr(s.lr);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, s.lr);
     mon.observe(mldiag::role::gradient, "linear.weight", grad);
     (void)mon.end_step();
     for (int j = 0; j < 4; ++j) w[j] -= s.lr * grad[static_cast<std::size_t>(j)];

@@ -66,11 +66,11 @@ int main(int argc, char** argv) {
     for (auto& x : w) x = 0.01f * n01(init);
     std::mt19937 data_rng(1000u + static_cast<unsigned>(me));
 
-    mldiag::monitor mon(mldiag::monitor_config{.history = 128, .classes = classes, .detectors = {}});
+    mldiag::monitor mon(mldiag::monitor_config{.history = 128, .task = {.classes = classes}, .detectors = {}});
     md::snapshot_merger merge(mpi, md::merge_options::data_parallel());
     merge.attach(mon);  // every end_step() merges across ranks before the detectors run
     std::vector<mldiag::finding> found;
-    mon.add_sink([&](const mldiag::finding& f) { found.push_back(f); });
+    mon.attach([&](const mldiag::finding& f) { found.push_back(f); });
     std::vector<std::string> mismatches;
 
     const md::index_range mine = md::even_split(global_batch, me, world);
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
       // gradients (the merge checks that the ranks agree), this rank's logits (the merge
       // combines the slices into the global batch's), and its timings (the merge gathers the
       // work time of every rank for the straggler detector).
-      mon.observe_loss(loss / local);
-      mon.observe_lr(lr);
+      mon.observe(mldiag::scalar::loss, loss / local);
+      mon.observe(mldiag::scalar::learning_rate, lr);
       mon.observe(mldiag::role::parameter, "w", std::span<const float>(w));
       mon.observe(mldiag::role::gradient, "w", std::span<const float>(gw));
       mon.observe(mldiag::role::activation, "logits", std::span<const float>(logits));
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       t.forward = std::chrono::duration<double>(t1 - t0).count();
       t.communication = std::chrono::duration<double>(t2 - t1).count();
       t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      mon.observe_timings(t);
+      mon.observe(t);
       (void)mon.end_step();  // collective: the merge runs here
       for (const auto& [role, name] : merge.last_report().replica_mismatches)
         if (mismatches.empty()) mismatches.push_back("step " + std::to_string(step) + ": the ranks' replicas of " +
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     const auto gathered = mpi.gather_findings(found, 0);
     if (me == 0) {
       const auto& s = mon.evidence().current();
-      std::printf("ranks %d, steps %d, global loss %.4f, merge %zu bytes per rank per step\n", world, opt.steps, s.loss,
+      std::printf("ranks %d, steps %d, global loss %.4f, merge %zu bytes per rank per step\n", world, opt.steps, s.loss.value_or(std::nan("")),
                   merge.bytes_per_step());
       std::printf("findings (every rank sees the same merged evidence): %zu\n", found.size());
       for (const auto& f : found) {

@@ -216,7 +216,7 @@ result train(const options& o, images data, const images& test) {
   std::vector<unsigned long> y;
 
   // [walkthrough]
-  mldiag::monitor mon({.classes = 10});  // the default detectors; 10 classes: the ln(10) checks
+  mldiag::monitor mon({.task = {.classes = 10}});  // the default detectors; 10 classes: the ln(10) checks
   mldiag::dlib_layers layers;  // names "layer1.fc" ... "layer11.con": dlib's layer index, type
   for (std::int64_t step = 0; step < o.steps; ++step) {
     plant(o, step, trainer, net);  // the planted fault, if any
@@ -226,8 +226,8 @@ result train(const options& o, images data, const images& test) {
     const double loss = trainer.get_average_loss();  // waits for dlib's thread: step applied
     trainer.clear_average_loss();  // so that the next read is the next step's loss alone
     const auto t0 = clock::now();  // (what the monitor costs, for the table)
-    mon.observe_lr(lr);
-    mon.observe_loss(loss);
+    mon.observe(mldiag::scalar::learning_rate, lr);
+    mon.observe(mldiag::scalar::loss, loss);
     // Every layer's parameters and gradients; get_net waits too, and skips the disk sync.
     layers.observe(mon, trainer.get_net(dlib::force_flush_to_disk::no));
     for (const auto& f : mon.end_step())

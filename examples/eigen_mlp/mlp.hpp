@@ -245,15 +245,15 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
     timing.total = since(t0);
     if (o.synthetic_time)
       timing = synthetic_clock::timings(o.active(fault::input_starvation, step), o.active(fault::slow_layer, step));
-    if (!o.active(step)) before_onset.add(timing.total);
+    if (!o.active(step)) before_onset.add(*timing.total);
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();
     // [integration]
     mon.begin_step(step);
-    mon.observe_loss(loss);
-    mon.observe_lr(lr);
-    mon.observe_timings(timing);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, lr);
+    mon.observe(timing);
     for (int l = 0; l < layers; ++l) {
       auto& L = net[static_cast<std::size_t>(l)];
       const std::string n = names[static_cast<std::size_t>(l)];
@@ -266,7 +266,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
       mon.observe(mldiag::role::update, n + ".weight", L.w_before);
       mon.observe(mldiag::role::update, n + ".bias", L.b_before);
       if (l + 1 < layers) mon.observe(mldiag::role::activation, n + ".relu", L.h);
-      mon.observe_layer_time(n, layer_seconds[static_cast<std::size_t>(l)]);
+      mon.observe(mldiag::layer_timing{n, layer_seconds[static_cast<std::size_t>(l)]});
     }
     mon.observe(mldiag::role::activation, "logits", loss_input);
     // [integration]
@@ -278,6 +278,6 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const datase
 }
 
 /// The monitor the examples use: the default detectors, told the task has 10 classes.
-inline mldiag::monitor_config monitor_settings() { return {.classes = 10}; }
+inline mldiag::monitor_config monitor_settings() { return {.task = {.classes = 10}}; }
 
 }  // namespace examples::mlp

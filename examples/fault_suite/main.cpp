@@ -194,7 +194,7 @@ int main(int argc, char** argv) try {
         const std::string base = s.evidence + "/" + eval::file_name(p.example + " " + std::string(examples::info(p.options.planted).name) +
                                                                    " seed " + std::to_string(p.options.seed));
         auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
-        w->configured({.classes = c.classes, .from_checkpoint = c.from_checkpoint});
+        w->configured({.task = c.task});
         mon.attach(std::move(w));
       };
       if (p.example == "eigen_mlp") {

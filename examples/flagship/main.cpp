@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -99,7 +100,7 @@ int main(int argc, char** argv) try {
         std::printf("step %4lld  %s: %s%s%s\n", static_cast<long long>(step), std::string(mldiag::name(f.question)).c_str(),
                     f.symptom.c_str(), f.where.empty() ? "" : " at ", f.where.empty() ? "" : f.where.front().first.c_str());
     }
-    if (step % 50 == 0) std::printf("step %4lld  loss %.4f\n", static_cast<long long>(step), mon.evidence().current().loss);
+    if (step % 50 == 0) std::printf("step %4lld  loss %.4f\n", static_cast<long long>(step), mon.evidence().current().loss.value_or(std::nan("")));
   };
   mldiag::monitor mon(m.settings());
   const auto run = m.train(o, mon);

@@ -63,10 +63,10 @@ int main(int argc, char** argv) {
   const std::string jsonl = out_dir + "/readme_loop.jsonl", html = out_dir + "/readme_loop.html";
 
   // [readme]
-  mldiag::monitor mon({.classes = 10});                      // the default detectors (Q1-Q3)
+  mldiag::monitor mon({.task = {.classes = 10}});                      // the default detectors (Q1-Q3)
   mldiag::report::attach_jsonl(mon, jsonl);                  // one line a step, finding, diagnosis
   mldiag::report::attach_html(mon, html);                    // written when the run ends
-  mon.add_sink(mldiag::report::console_sink());              // a finding once per episode
+  mon.attach(mldiag::report::console_sink());              // a finding once per episode
   mldiag::module_observer watch(*model);                     // parameters, gradients, updates
   std::int64_t step = 0;
   for (std::int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
       const torch::Tensor loss = F::cross_entropy(model->forward(data.x.index({idx})), data.y.index({idx}));
       loss.backward();
       opt.step();
-      mon.observe_loss(loss.item<double>());
-      mon.observe_lr(lr);
+      mon.observe(mldiag::scalar::loss, loss.item<double>());
+      mon.observe(mldiag::scalar::learning_rate, lr);
       watch.observe(mon);
       mon.end_step();
     }

@@ -237,8 +237,8 @@ epoch_result train(size_t epoch, Net& model, torch::Device device, DataLoader& d
 
     const auto before = clock_type::now();
     mon.observe(mldiag::role::input, "images", data);  // mldiag 4/15: inputs normalized?
-    mon.observe_loss(loss.template item<double>());   // mldiag 5/15
-    mon.observe_lr(learning_rate(optimizer));         // mldiag 6/15
+    mon.observe(mldiag::scalar::loss, loss.template item<double>());   // mldiag 5/15
+    mon.observe(mldiag::scalar::learning_rate, learning_rate(optimizer));         // mldiag 6/15
     watch.observe(mon);  // mldiag 7/15: parameters, gradients, updates, gradient cosines
     mon.end_step();  // mldiag 8/15: the detectors run; findings go to the sinks
     r.monitor_seconds += std::chrono::duration<double>(clock_type::now() - before).count();
@@ -370,10 +370,10 @@ int main(int argc, char** argv) try {
   if (o.planted != fault::none) std::printf(" from step %lld", static_cast<long long>(o.onset));
   std::printf("\n");
 
-  mldiag::monitor mon({.classes = 10});  // mldiag 9/15: the default detectors; 10 classes
+  mldiag::monitor mon({.task = {.classes = 10}});  // mldiag 9/15: the default detectors; 10 classes
   mldiag::report::attach_jsonl(mon, o.jsonl, "torch_fashion");  // mldiag 10/15: as the run goes
   mldiag::report::attach_html(mon, o.html, "torch_fashion");    // mldiag 11/15: at the end
-  mon.add_sink(mldiag::report::console_sink(stdout));          // mldiag 12/15: once per episode
+  mon.attach(mldiag::report::console_sink(stdout));          // mldiag 12/15: once per episode
   mldiag::module_observer watch(model, model.tap);  // mldiag 13/15: and the tap's activations
 
   epoch_result last;

@@ -408,15 +408,15 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
         seconds = synthetic_clock::layer(tap.layer_seconds.size(), slow && name == slow_name);
     }
     const double loss_value = ce.item<double>();
-    if (!o.active(step)) before_onset.add(timing.total);
+    if (!o.active(step)) before_onset.add(*timing.total);
 
     // The monitor: every tensor, every step.
     const auto tm = clock::now();
     mon.begin_step(step);
-    mon.observe_loss(loss_value);
-    mon.observe_lr(lr);
+    mon.observe(mldiag::scalar::loss, loss_value);
+    mon.observe(mldiag::scalar::learning_rate, lr);
     if (mode == stats_mode::mldiag) {
-      mon.observe_timings(timing);
+      mon.observe(timing);
       torch::NoGradGuard no_grad;
       for (std::size_t i = 0; i < named.size(); ++i) {
         const auto& key = named[i].key();
@@ -435,10 +435,9 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
       // samples (every fifth, rotating, by default).
       for (const auto& [name, scores] : tap.attention) mon.observe_logits(name, scores, scores.size(-1));
       for (const auto& rt : tap.routers) {  // `assignment`: [B*T] int64 expert indices, contiguous
-        mon.observe_router_assignments(rt.name, std::span<const std::int64_t>(rt.assignment.data_ptr<std::int64_t>(), static_cast<std::size_t>(rt.assignment.numel())),
-                                       static_cast<std::size_t>(s.experts));
+        mon.observe(mldiag::router_assignments{rt.name, std::span<const std::int64_t>(rt.assignment.data_ptr<std::int64_t>(), static_cast<std::size_t>(rt.assignment.numel())), static_cast<std::size_t>(s.experts)});
       }
-      for (const auto& [name, seconds] : tap.layer_seconds) mon.observe_layer_time(name, seconds);
+      for (const auto& [name, seconds] : tap.layer_seconds) mon.observe(mldiag::layer_timing{name, seconds});
     } else if (mode == stats_mode::torch_peer) {
       torch::NoGradGuard no_grad;
       for (std::size_t i = 0; i < named.size(); ++i) {
@@ -461,8 +460,8 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     }
     if (o.verbose && step % 20 == 0) {
       std::printf("  step %lld loss %.4f lr %.3g data %.2f ms forward %.2f ms backward %.2f ms optimizer %.2f ms\n",
-                  static_cast<long long>(step), loss_value, lr, 1e3 * timing.data_wait, 1e3 * timing.forward,
-                  1e3 * timing.backward, 1e3 * timing.optimizer);
+                  static_cast<long long>(step), loss_value, lr, 1e3 * timing.data_wait.value_or(0.0), 1e3 * timing.forward.value_or(0.0),
+                  1e3 * timing.backward.value_or(0.0), 1e3 * timing.optimizer.value_or(0.0));
       for (std::size_t i = 0; i + 1 < tap.tensors.size(); ++i)
         if (tap.tensors[i].role == mldiag::role::residual_input)
           std::printf("    %-32s residual write ratio %.3f\n", tap.tensors[i].name.c_str(),
@@ -484,6 +483,6 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
 
 /// The monitor the examples use: the default detectors, told the number of classes (the
 /// vocabulary) for the initial-loss and chance-level checks.
-inline mldiag::monitor_config monitor_settings(const corpus& c) { return {.classes = static_cast<double>(c.vocab)}; }
+inline mldiag::monitor_config monitor_settings(const corpus& c) { return {.task = {.classes = static_cast<std::size_t>(c.vocab)}}; }
 
 }  // namespace examples::lm

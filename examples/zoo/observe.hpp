@@ -138,7 +138,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
     mon.observe(mldiag::role::parameter, key, s.parameter);
     mon.observe(mldiag::role::update, key, s.update);
   }
-  if (const auto c = mldiag::gradient_cosines_of(prev.persist, named)) mon.observe_grad_cosines(*c);
+  if (const auto c = mldiag::gradient_cosines_of(prev.persist, named)) mon.observe(*c);
   if (t.input.defined()) mon.observe(mldiag::role::input, "x", mldiag::compute_stats(t.input));
   for (const auto& [name, a] : t.activations) mon.observe(mldiag::role::activation, name, mldiag::compute_stats(a));
   mon.observe(mldiag::role::activation, logits ? "logits" : "output", mldiag::compute_stats(output.detach()));
@@ -148,7 +148,7 @@ inline void observe_module(mldiag::monitor& mon, torch::nn::Module& m, previous_
   }
   for (const auto& [name, load] : t.routers) {
     const auto c = load.to(torch::kDouble).contiguous();
-    mon.observe_router_load(name, std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel())));
+    mon.observe(mldiag::router_load{name, std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel()))});
   }
 }
 

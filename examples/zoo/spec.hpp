@@ -4,7 +4,7 @@
 /// fairness); and the deterministic list of runs the program makes.
 #pragma once
 
-#include <mldiag/detectors/finding.hpp>
+#include <mldiag/vocab/finding.hpp>
 
 #include <algorithm>
 #include <array>

@@ -105,7 +105,7 @@ struct setup {
   bool elbo = false;  ///< the VAE's negative ELBO (Bernoulli decoder), in nats per input value
   std::int64_t context = 32;
   double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
-  /// The monitored run fine-tunes a checkpoint, and says so (monitor_config::from_checkpoint), as
+  /// The monitored run fine-tunes a checkpoint, and says so (task::from_checkpoint), as
   /// a user who loads one knows.
   bool from_checkpoint = false;
   double sgd_weight_decay = 0.0;
@@ -656,23 +656,23 @@ inline result train(const run_spec& s, const data& d) {
       params.push_back(p.value());
   auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
-  mldiag::monitor_config mc{.classes = static_cast<double>(u.tell_classes ? u.classes : 0), .from_checkpoint = u.from_checkpoint};
+  // What a user knows and tells the monitor: the task, the learning rate, the clipping bound,
+  // whether every step reads the whole training set.
+  mldiag::monitor_config mc{.task = {.classes = static_cast<std::size_t>(u.tell_classes ? u.classes : 0),
+                                     .from_checkpoint = u.from_checkpoint,
+                                     .learning_rate = s.lr,
+                                     .full_batch = s.batch >= full_batch}};
+  if (u.clip > 0.0) mc.task.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
   mc.entropy.row_stride = entropy_flags.row_stride;
   mldiag::monitor mon(mc);
-  {
-    mldiag::training_config c{.learning_rate = s.lr};
-    if (u.classes > 0 && u.tell_classes) c.classes = static_cast<double>(u.classes);
-    if (u.clip > 0.0) c.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
-    c.full_batch = s.batch >= full_batch;  // every training row, every step: as its user knows
-    if (!evidence_dir.empty()) {  // --evidence: the run's evidence and findings, for replay
-      const std::string base = evidence_dir + "/" + eval::file_name(s.describe() + " fault " + std::string(f == fault::none ? "none" : info(f)->name) + " onset " + std::to_string(s.onset));
-      auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
-      w->configured({.classes = mc.classes, .from_checkpoint = mc.from_checkpoint, .training = c});
-      mon.attach(std::move(w));
-    }
-    for (const auto& fnd : mon.check_configuration(c))
-      if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
+  if (!evidence_dir.empty()) {  // --evidence: the run's evidence and findings, for replay
+    const std::string base = evidence_dir + "/" + eval::file_name(s.describe() + " fault " + std::string(f == fault::none ? "none" : info(f)->name) + " onset " + std::to_string(s.onset));
+    auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
+    w->configured({.task = mc.task});
+    mon.attach(std::move(w));
   }
+  for (const auto& fnd : mon.configuration_findings())
+    if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
   previous_values prev(model);
   detail::sampler sample(u, s.seed * 7919 + 13);
   const examples::run_options hooks;  // close_step's step hook: none
@@ -775,10 +775,10 @@ inline result train(const run_spec& s, const data& d) {
 
     const auto monitor_start = clock::now();  // the monitor's share: issue 18's overhead target
     mon.begin_step(step);
-    mon.observe_loss(loss_value);
-    mon.observe_lr(lr);
-    mon.observe_grad_norm(norm);
-    if (f == fault::logged_nan_grad_norm_amp) mon.observe_loss_scale(loss_scale);
+    mon.observe(mldiag::scalar::loss, loss_value);
+    mon.observe(mldiag::scalar::learning_rate, lr);
+    mon.observe(mldiag::scalar::grad_norm, norm);
+    if (f == fault::logged_nan_grad_norm_amp) mon.observe(mldiag::scalar::loss_scale, loss_scale);
     observe_module(mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
     monitor_seconds += std::chrono::duration<double>(clock::now() - monitor_start).count();
     if ((step + 1) % val_every == 0 || step + 1 == s.steps) {
@@ -804,7 +804,7 @@ inline result train(const run_spec& s, const data& d) {
         auto out = model.forward(vx, vt);
         v = loss_of(out, vx, val_y, vt).item<double>();
       }
-      mon.observe_val_loss(v);
+      mon.observe(mldiag::scalar::val_loss, v);
       if (!seen_val) res.val_first = v;
       seen_val = true;
       res.val_last = v;

@@ -7,7 +7,8 @@
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/detectors/registry.hpp"  // the detectors themselves only in header-only builds
 #include "mldiag/detectors/configuration.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/detectors/task.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/persistence.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/protocol/diagnosis.hpp"
@@ -43,16 +44,11 @@ struct detector_entry {
 /// parameters. Your own detectors are added with `monitor::add`.
 struct monitor_config {
   std::size_t history = 512;
-  /// Number of classes of a cross-entropy task (enables the initial-loss and chance-level
-  /// checks, unless an entry gives them its own `classes`); 0 = unknown.
-  double classes = 0;
-  /// The run starts from trained weights (fine-tuning a checkpoint, a resumed run): its first
-  /// loss is not a uniform guess's, so the default set leaves out initial_loss and the phase-1
-  /// summary does not judge the first loss against ln(classes). A fine-tuned head answering
-  /// its old classes starts above ln C (the zoo's LoRA runs: 2.2-3.7 against ln 5 = 1.61), a
-  /// resumed run far below it. chance_level stays: a loss still at ln C after training is as
-  /// wrong from a checkpoint as from scratch. An `initial_loss` entry in `detectors` is kept.
-  bool from_checkpoint = false;
+  /// What the monitor is told about the run (detectors/task.hpp): the number of classes, a
+  /// start from a checkpoint, the learning rate and clipping bound, the data. It is checked
+  /// before the first step, and it configures the detectors that read it (an entry of
+  /// `detectors` that sets the same parameter keeps its own).
+  mldiag::task task = {};
   std::vector<detector_entry> detectors = {};
   /// Which rows and steps `observe_logits` reads (stats/entropy.hpp). The default reads every
   /// fifth row, the first rotating with the step (every row once in five steps), on every
@@ -74,7 +70,7 @@ class monitor;
 /// evaluation, every finding, and the end of the run. The report headers give ready ones in
 /// one line each: `report::attach_jsonl(mon, "run.jsonl")` (report/jsonl.hpp),
 /// `report::attach_html(mon, "report.html")` (report/html.hpp), and
-/// `mon.add_sink(report::console_sink())` (report/console.hpp) for the terminal.
+/// `mon.attach(report::console_sink())` (report/console.hpp) for the terminal.
 class monitor_sink {
  public:
   virtual ~monitor_sink() = default;
@@ -88,18 +84,29 @@ class monitor_sink {
   virtual void on_finish(const monitor&) {}
 };
 
-/// One object for the training loop. A step is `observe_*` calls (the first one opens the
-/// step) then `end_step()`, which runs the detectors (L1: runtime checks) and returns this
-/// step's findings. Each new finding at warning or above whose question and symptom have no
-/// open diagnosis opens one in phase 1, with its evidence already collected — the way a failed
-/// validation check enters the method. Sinks see every finding.
+/// A sink that hands every finding to a callable (`monitor::attach(f)` makes one).
+template <class F>
+class finding_sink final : public monitor_sink {
+ public:
+  explicit finding_sink(F f) : f_(std::move(f)) {}
+  void on_finding(const finding& f) override { f_(f); }
+
+ private:
+  F f_;
+};
+
+/// One object for the training loop. A step is `observe` calls (the first one opens the step)
+/// then `end_step()`, which runs the detectors (L1: runtime checks) and returns this step's
+/// findings. Each new finding at warning or above whose question and symptom have no open
+/// diagnosis opens one in phase 1, with its evidence already collected — the way a failed
+/// validation check enters the method. Attached sinks see every finding.
 ///
 /// **Example**
 /// ```cpp
-/// mldiag::monitor mon({.classes = 10});
+/// mldiag::monitor mon({.task = {.classes = 10}});
 /// for (long step = 0; ; ++step) {
-///   mon.observe_loss(loss);
-///   mon.observe_lr(lr);
+///   mon.observe(mldiag::scalar::loss, loss);
+///   mon.observe(mldiag::scalar::learning_rate, lr);
 ///   for (auto& [name, g] : grads) mon.observe(mldiag::role::gradient, name, g);
 ///   for (const auto& f : mon.end_step()) log(f.symptom);
 /// }
@@ -121,40 +128,33 @@ class monitor {
     else detectors_.replace(detectors::any_detector(std::move(d)));
   }
 
-  /// Opens step `step` explicitly (otherwise the first observe_* opens the next step).
+  /// Opens step `step` explicitly (otherwise the first observe opens the next step).
   void begin_step(std::int64_t step) {
     recorder_.begin_step(step);
     open_ = true;
     next_step_ = step + 1;
   }
 
-  void observe_loss(double loss) { ensure_open(); recorder_.record_loss(loss); }
-  void observe_val_loss(double v) { ensure_open(); recorder_.record_val_loss(v); }
-  void observe_lr(double lr) { ensure_open(); recorder_.record_lr(lr); }
-  void observe_loss_scale(double s) { ensure_open(); recorder_.record_loss_scale(s); }
-  void observe_grad_norm(double n) { ensure_open(); recorder_.record_grad_norm(n); }
-  /// The cosines between consecutive steps' gradients and between their increments, from a
-  /// gradient_persistence (evidence/persistence.hpp): the evidence for gradients never zeroed.
-  void observe_grad_cosines(const gradient_cosines& c) {
+  /// Evidence of the open step (the first call opens the next step): whatever the recorder
+  /// observes (evidence/recorder.hpp), in one overload set —
+  /// - `observe(scalar::loss, 2.31)`: the loss, `val_loss`, `learning_rate`, `loss_scale`,
+  ///   `grad_norm` (NaN and Inf are evidence);
+  /// - `observe(role::gradient, name, x)`: any tensor the adapters take (a contiguous range, a
+  ///   `strided_view`, a `tensor_ref`, an Eigen object, a `torch::Tensor`, a `dlib::tensor`,
+  ///   a type of yours with a `view_traits` specialization) or its `tensor_stats`;
+  /// - `observe(step_timings{...})`, `observe(memory_evidence{...})`,
+  ///   `observe(efficiency_evidence{.mfu = 0.31})`, `observe(gradient_cosines)`,
+  ///   `observe(layer_timing{"blocks.3", s})`, `observe(router_load{...})`,
+  ///   `observe(router_assignments{...})`, `observe(row_entropy{...})`,
+  ///   `observe(parameter_drift_of{...})`, `observe(rank_step_times{...})`
+  ///   (evidence/observations.hpp).
+  /// A type that is not a tensor fails to compile with "mldiag: not a tensor" and what to pass.
+  template <class... A>
+    requires requires(recorder& r, A&&... a) { r.observe(std::forward<A>(a)...); }
+  void observe(A&&... a) {
     ensure_open();
-    recorder_.record_grad_cosine(c.consecutive, c.increments);
+    recorder_.observe(std::forward<A>(a)...);
   }
-  void observe_timings(const step_timings& t) { ensure_open(); recorder_.record_timings(t); }
-  void observe_memory(const memory_evidence& m) { ensure_open(); recorder_.record_memory(m); }
-  void observe_efficiency(const efficiency_evidence& e) { ensure_open(); recorder_.record_efficiency(e); }
-  void observe_mfu(double mfu) { ensure_open(); recorder_.record_mfu(mfu); }
-  void observe_tensor_core_activity(double tca) { ensure_open(); recorder_.record_tensor_core_activity(tca); }
-  void observe_throughput(double achieved, double target = std::numeric_limits<double>::quiet_NaN()) {
-    ensure_open();
-    recorder_.record_throughput(achieved, target);
-  }
-  void observe_communication(double bytes, double link_bandwidth = std::numeric_limits<double>::quiet_NaN()) {
-    ensure_open();
-    recorder_.record_communication(bytes, link_bandwidth);
-  }
-  void observe_rank_step_times(std::span<const double> seconds) { ensure_open(); recorder_.record_rank_step_times(seconds); }
-  void observe_layer_time(std::string_view layer, double seconds) { ensure_open(); recorder_.record_layer_time(layer, seconds); }
-  void observe_entropy(std::string_view name, const entropy_stats& e) { ensure_open(); recorder_.record_entropy(name, e); }
   /// The row entropy of logits (`[..., row_len]`, -inf entries masked: attention scores
   /// before the softmax, router logits), recorded under `name` on the rows and steps that
   /// `monitor_config::entropy` selects; on the other steps nothing is recorded for `name`.
@@ -165,45 +165,14 @@ class monitor {
     ensure_open();
     const std::int64_t step = recorder_.current().step;
     if (!config_.entropy.due(step)) return;
-    recorder_.record_entropy(name, entropy_from_logits(as_tensor_ref(name, logits), row_len, config_.entropy, step));
+    recorder_.observe(row_entropy{name, entropy_from_logits(as_tensor_ref(name, logits), row_len, config_.entropy, step)});
   }
-  void observe_router_load(std::string_view name, std::span<const double> loads) {
-    ensure_open();
-    recorder_.record_router_load(name, loads);
-  }
-  /// The expert load of a mixture-of-experts router, counted from its assignments (each
-  /// token's expert index in [0, experts); top-k gives k per token).
-  ///
-  /// **Example**: `mon.observe_router_assignments("blocks.1.router", std::span<const std::int64_t>(choice), 8);`
-  template <std::integral I>
-  void observe_router_assignments(std::string_view name, std::span<const I> assignments, std::size_t experts) {
-    ensure_open();
-    recorder_.record_router_assignments(name, assignments, experts);
-  }
-  void observe_drift(std::string_view name, double drift) { ensure_open(); recorder_.record_drift(name, drift); }
-  void observe(role r, std::string_view name, const tensor_stats& s) { ensure_open(); recorder_.record(r, name, s); }
-  /// Any tensor the adapters take: a contiguous range, a `strided_view`, a `tensor_ref`, an
-  /// Eigen object (`<mldiag/adapters/eigen.hpp>`), a `torch::Tensor`
-  /// (`<mldiag/adapters/torch.hpp>`), a `dlib::tensor` (`<mldiag/adapters/dlib.hpp>`), or a
-  /// type of yours with a `view_traits` specialization.
-  template <tensor V>
-  void observe(role r, std::string_view name, const V& x) {
-    ensure_open();
-    recorder_.record(r, name, x);
-  }
-  /// Not a tensor: this overload exists to say why, at compile time.
-  template <class V>
-    requires(!tensor<V> && !std::is_same_v<V, tensor_stats>)
-  void observe(role, std::string_view, const V&) {
-    detail::explain_not_a_tensor<V>();
-  }
-
   /// An evaluation (a validation or test loss) measured after step `step` closed — between
   /// epochs, or after the last one. It joins that step's evidence (its snapshot's val_loss),
   /// the detectors that read evaluations see it, attached reports get it at that step, and
   /// the findings it raises are delivered and returned (valid until the next end_step or
   /// evaluation). Throws while a step is open: a value measured inside a step is
-  /// `observe_val_loss`.
+  /// `observe(scalar::val_loss, v)`.
   ///
   /// **Example**
   /// ```cpp
@@ -227,6 +196,15 @@ class monitor {
 
   /// Attaches a report (see monitor_sink); the monitor owns it from now on.
   void attach(std::unique_ptr<monitor_sink> sink) { reports_.push_back(std::move(sink)); }
+  /// Attaches anything callable with a finding (a log line, an alert, `report::console_sink()`):
+  /// it is called with every finding, in order.
+  ///
+  /// **Example**: `mon.attach([](const mldiag::finding& f) { std::puts(f.symptom.c_str()); });`
+  template <class F>
+    requires std::invocable<F&, const finding&>
+  void attach(F on_finding) {
+    attach(std::make_unique<finding_sink<F>>(std::move(on_finding)));
+  }
 
   /// Ends the run: attached reports finish (an HTML report is written now). Called by the
   /// destructor if not before, which prints a report's error to stderr instead of throwing;
@@ -243,15 +221,11 @@ class monitor {
   /// marked as its consequences (finding::consequence_of).
   static constexpr std::int64_t consequence_horizon = 100;
 
-  /// L0: checks a static training configuration before the first step
-  /// (`detectors::check_configuration`); the findings are delivered, and open diagnoses, like
-  /// runtime ones. A configured learning rate becomes configured_lr's peak from now on, a
-  /// `max_grad_norm` exploding_gradients' clip_norm, and `full_batch` makes repeated_batch's
-  /// finding info.
-  std::vector<finding> check_configuration(const training_config& c);
-
-  /// Called with every finding, in order (a log, a JSON Lines writer, an alert).
-  void add_sink(std::function<void(const finding&)> sink) { sinks_.push_back(std::move(sink)); }
+  /// L0: what the checks of `monitor_config::task` found before the first step
+  /// (`detectors::check_configuration`), at step -1. They open diagnoses at once, and reach the
+  /// attached sinks when the first step closes, before that step's own findings (a sink is
+  /// attached after construction); `end_step()` returns a step's own findings only.
+  [[nodiscard]] std::span<const finding> configuration_findings() const noexcept { return configuration_; }
   /// Adds a finding made outside the detectors (by a step hook, or by the caller) to the
   /// findings of the next end_step(), which delivers it like the detectors' own.
   void add_finding(finding f) { pending_.push_back(std::move(f)); }
@@ -282,43 +256,62 @@ class monitor {
   // from that step on (while it was seen in the last consequence_horizon steps) is downstream
   // of it — vanishing gradients from the zeros left in NaN gradients, an update ratio of NaN
   // parameters — and is marked so instead of being reported as a cause.
-  void mark_consequences(std::int64_t step);
+  void mark_consequences(std::int64_t step, std::size_t from);
 
+  // A finding to the sinks (notify), and into the baseline and a diagnosis of its own
+  // (open_diagnosis_for); deliver does both.
+  void notify(const finding& f);
   void deliver(const finding& f);
+  void open_diagnosis_for(const finding& f);
 
   monitor_config config_;
   recorder recorder_;
   detectors::dynamic_set detectors_;
-  std::vector<finding> step_findings_, all_findings_, pending_;
-  std::vector<std::function<void(const finding&)>> sinks_;
+  std::vector<finding> step_findings_, all_findings_, pending_, configuration_;
   std::vector<std::unique_ptr<monitor_sink>> reports_;
   std::vector<std::pair<finding, protocol::evidence_phase>> diagnoses_;
   std::int64_t next_step_ = 0;
   std::int64_t breaking_step_ = -1, breaking_last_ = -1;
   std::string breaking_symptom_;
-  bool open_ = false, finished_ = false;
+  bool open_ = false, finished_ = false, configuration_delivered_ = false;
   static constexpr std::size_t max_kept_findings = 1024;
 };
+
+static_assert(observer<monitor>);
 
 // The monitor's costly members: inline, or compiled once (core/compiled.hpp).
 #if MLDIAG_DEFINE_COMPILED
 MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)), recorder_(config_.history) {
+  const task& t = config_.task;
+  if (t.max_grad_norm && (!std::isfinite(*t.max_grad_norm) || *t.max_grad_norm <= 0.0))
+    throw error("task::max_grad_norm is " + std::to_string(*t.max_grad_norm) +
+                ": give the positive bound the gradient norm is clipped to, or leave it unset when "
+                "gradients are not clipped");
   std::vector<detector_entry> entries = config_.detectors;
   if (entries.empty())
     for (auto n : detectors::default_detector_names())
-      if (!(config_.from_checkpoint && n == "initial_loss")) entries.emplace_back(std::string(n));
+      if (!(t.from_checkpoint && n == "initial_loss")) entries.emplace_back(std::string(n));
+  // What the task tells the detectors that read it, unless an entry set the parameter itself.
+  const auto tell = [&](detector_entry& e, std::string_view parameter, detectors::parameter_value v) {
+    if (detectors::has_parameter(e.name, parameter)) e.parameters.try_emplace(std::string(parameter), v);
+  };
   for (auto& e : entries) {
-    // The detectors that take the number of classes get it, unless the entry set its own.
-    if (config_.classes > 1 && detectors::has_parameter(e.name, "classes")) e.parameters.try_emplace("classes", config_.classes);
+    if (t.classes > 1) tell(e, "classes", t.classes);
+    if (e.name == "configured_lr" && t.learning_rate && std::isfinite(*t.learning_rate) && *t.learning_rate > 0.0)
+      tell(e, "peak", *t.learning_rate);
+    if (e.name == "exploding_gradients" && t.max_grad_norm) tell(e, "clip_norm", *t.max_grad_norm);
+    if (e.name == "repeated_batch" && t.full_batch) tell(e, "full_batch", true);
     add(detectors::make_detector(e.name, e.parameters));
   }
   step_findings_.reserve(16);
+  configuration_ = detectors::check_configuration(t);
+  for (const auto& f : configuration_) open_diagnosis_for(f);
 }
 
 MLDIAG_COMPILED_INLINE std::span<const finding> monitor::observe_evaluation(std::int64_t step, double val_loss) {
   if (open_) {
     throw error("monitor::observe_evaluation: step " + std::to_string(recorder_.current().step) +
-                " is open; call it after end_step(), or use observe_val_loss for the open step");
+                " is open; call it after end_step(), or observe(scalar::val_loss, v) for the open step");
   }
   const snapshot& at = recorder_.record_evaluation(step, val_loss);
   step_findings_.clear();
@@ -332,38 +325,29 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   ensure_open();
   open_ = false;
   step_findings_.clear();
+  // The task's checks predate every step: they come first, and are nobody's consequence.
+  if (!configuration_delivered_) {
+    configuration_delivered_ = true;
+    for (const auto& f : configuration_) notify(f);
+  }
+  const std::size_t from = step_findings_.size();
   const snapshot& now = recorder_.end_step();
   detectors_.observe({now, recorder_.past(), recorder_.names()}, step_findings_);
   for (auto& f : pending_) step_findings_.push_back(std::move(f));
   pending_.clear();
-  mark_consequences(now.step);
+  mark_consequences(now.step, from);
   for (auto& s : reports_) s->on_step(now, recorder_.names());
-  for (const auto& f : step_findings_) deliver(f);
+  for (std::size_t i = from; i < step_findings_.size(); ++i) deliver(step_findings_[i]);
   return step_findings_;
-}
-
-MLDIAG_COMPILED_INLINE std::vector<finding> monitor::check_configuration(const training_config& c) {
-  std::vector<finding> out = detectors::check_configuration(c);
-  if (c.learning_rate && std::isfinite(*c.learning_rate) && *c.learning_rate > 0.0)
-    detectors_.replace(detectors::make_detector("configured_lr", {{"peak", *c.learning_rate}}));
-  if (c.max_grad_norm) {
-    if (!std::isfinite(*c.max_grad_norm) || *c.max_grad_norm <= 0.0)
-      throw error("training_config::max_grad_norm is " + std::to_string(*c.max_grad_norm) +
-                  ": give the positive bound the gradient norm is clipped to, or leave it unset when "
-                  "gradients are not clipped");
-    // Replaces the default exploding_gradients (a set configured by hand: give it clip_norm).
-    if (detectors_.contains("exploding_gradients"))
-      detectors_.replace(detectors::make_detector("exploding_gradients", {{"clip_norm", *c.max_grad_norm}}));
-  }
-  if (c.full_batch && detectors_.contains("repeated_batch"))
-    detectors_.replace(detectors::make_detector("repeated_batch", {{"full_batch", 1.0}}));
-  for (const auto& f : out) deliver(f);
-  return out;
 }
 
 MLDIAG_COMPILED_INLINE void monitor::finish() {
   if (finished_) return;
   finished_ = true;
+  if (!configuration_delivered_) {  // a run that ended before its first step
+    configuration_delivered_ = true;
+    for (const auto& f : configuration_) notify(f);
+  }
   for (auto& s : reports_) s->on_finish(*this);
 }
 
@@ -387,13 +371,16 @@ MLDIAG_COMPILED_INLINE protocol::evidence_phase monitor::take_diagnosis(std::siz
 }
 
 MLDIAG_COMPILED_INLINE protocol::evidence_summary monitor::baseline() const {
-  return protocol::summarize(recorder_.past(), all_findings_, protocol::check_obvious(recorder_.past(), config_.from_checkpoint ? 0.0 : config_.classes));
+  const task& t = config_.task;
+  return protocol::summarize(recorder_.past(), all_findings_,
+                             protocol::check_obvious(recorder_.past(), t.from_checkpoint ? 0.0 : static_cast<double>(t.classes)));
 }
 
-MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step) {
+MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step, std::size_t from) {
   // The run-breaking evidence itself is never a consequence; its critical findings start the horizon.
-  const auto breaking_kind = [](const finding& f) { return f.detector == "non_finite" || f.symptom == symptoms::missing_loss_value; };
-  for (const auto& f : step_findings_) {
+  const auto breaking_kind = [](const finding& f) { return is_run_breaking(f); };
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    const finding& f = step_findings_[i];
     if (f.severity != severity::critical || !breaking_kind(f)) continue;
     if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) {
       breaking_step_ = step;
@@ -402,16 +389,24 @@ MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step) {
     breaking_last_ = step;
   }
   if (breaking_step_ < 0 || step - breaking_last_ > consequence_horizon) return;
-  for (auto& f : step_findings_) {
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    finding& f = step_findings_[i];
     if (breaking_kind(f)) continue;
     f.consequence_of = breaking_symptom_;
     f.consequence_of_step = breaking_step_;
   }
 }
 
-MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
-  for (auto& s : sinks_) s(f);
+MLDIAG_COMPILED_INLINE void monitor::notify(const finding& f) {
   for (auto& s : reports_) s->on_finding(f);
+}
+
+MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
+  notify(f);
+  open_diagnosis_for(f);
+}
+
+MLDIAG_COMPILED_INLINE void monitor::open_diagnosis_for(const finding& f) {
   if (f.severity < severity::warning) return;
   // The baseline keeps the first findings: bounded, so a fault that fires every step of a
   // long run does not grow memory.

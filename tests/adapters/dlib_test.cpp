@@ -131,7 +131,7 @@ TEST_CASE("a network's parameters and gradients by dlib's layer index and type, 
   struct rec_sink {
     mldiag::recorder& rec;
     void observe(mldiag::role r, std::string_view name, const dlib::tensor& t) {
-      rec.record(r, name, t);
+      rec.observe(r, name, t);
     }
   } rs{rec};
   layers.observe(rs, net);

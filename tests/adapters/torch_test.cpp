@@ -83,8 +83,8 @@ TEST_CASE("a module's parameters and gradients are recorded in layer order") {
   net->forward(x).pow(2).mean().backward();
   mldiag::recorder rec;
   rec.begin_step(0);
-  mldiag::record_module(rec, *net);
-  mldiag::record_activation(rec, "0.out", net[0]->as<torch::nn::Linear>()->forward(x));
+  mldiag::observe_module(rec, *net);
+  mldiag::observe_activation(rec, "0.out", net[0]->as<torch::nn::Linear>()->forward(x));
   const auto& s = rec.end_step();
   REQUIRE(s.parameters.size() == 4);
   REQUIRE(s.gradients.size() == 4);
@@ -101,7 +101,7 @@ TEST_CASE("router load and logits entropy come from the router's tensors") {
   const at::Tensor logits = torch::zeros({6, 4});
   mldiag::recorder rec;
   rec.begin_step(0);
-  mldiag::record_router(rec, "moe.0", logits, assignments);
+  mldiag::observe_router(rec, "moe.0", logits, assignments);
   const auto& s = rec.end_step();
   REQUIRE(s.routers.size() == 1);
   CHECK(s.routers[0].experts == 4);
@@ -129,7 +129,7 @@ TEST_CASE("the monitor observes torch tensors as they are (no compute_stats)") {
   const at::Tensor g = torch::randn({7, 9}).to(at::kBFloat16);
   const at::Tensor strided = torch::randn({6, 10}, at::kDouble).t();  // not contiguous
   mldiag::monitor mon;
-  mon.observe_loss(1.0);
+  mon.observe(mldiag::scalar::loss, 1.0);
   mon.observe(mldiag::role::gradient, "fc.weight", g);
   mon.observe(mldiag::role::activation, "fc.out", strided);
   mon.end_step();
@@ -156,7 +156,7 @@ TEST_CASE("module_observer: parameters, gradients and updates of one step, again
     const at::Tensor loss = net->forward(torch::randn({16, 6})).pow(2).mean();
     loss.backward();
     opt.step();
-    mon.observe_loss(loss.item<double>());
+    mon.observe(mldiag::scalar::loss, loss.item<double>());
     watch.observe(mon);
     mon.end_step();
   }
@@ -173,7 +173,7 @@ TEST_CASE("module_observer: parameters, gradients and updates of one step, again
     // The update is what this step's optimizer did: the parameters after minus before.
     CHECK(s.updates[i].stats.l2_norm() == doctest::Approx(torch_norm(p.detach() - before[i])).epsilon(1e-6));
   }
-  CHECK(s.has_grad_cosine);  // from the second step: consecutive gradients' cosine
+  CHECK(s.grad_cosine.has_value());  // from the second step: consecutive gradients' cosine
 }
 
 namespace {
@@ -193,7 +193,7 @@ TEST_CASE("activation_tap: a training forward's activations, not an evaluation's
   tapped_net net;
   const at::Tensor x = torch::randn({10, 5});
   mldiag::monitor mon;
-  mon.observe_loss(1.0);
+  mon.observe(mldiag::scalar::loss, 1.0);
   (void)net.forward(x);
   {
     torch::NoGradGuard evaluation;

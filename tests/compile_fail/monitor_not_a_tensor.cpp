@@ -11,7 +11,7 @@ int main() {
   const std::vector<float> x = {42.0f};
 #endif
   mldiag::monitor mon;
-  mon.observe_loss(1.0);
+  mon.observe(mldiag::scalar::loss, 1.0);
   mon.observe(mldiag::role::gradient, "w", x);
   return static_cast<int>(mon.end_step().size());
 }

@@ -87,7 +87,8 @@ link_twice_result run_everything(const float* d_x, std::int64_t n, std::int64_t 
   check(cudaMemcpyAsync(&r.entropy, d_entropy, sizeof r.entropy, cudaMemcpyDeviceToHost, stream),
         "link_twice: entropy readback");
   check(cudaStreamSynchronize(stream), "link_twice: sync");
-  r.memory_capacity = mldiag::cuda::device_memory(0).capacity;
+  // absent (no driver answer) reads as 0, which the caller reports as a failure
+  r.memory_capacity = mldiag::cuda::device_memory(0).capacity.value_or(0.0);
   if (timer.try_readback() == mldiag::cuda::readback_status::ready)
     r.timed_layers = timer.layers().size();
   check(cudaFree(d_entropy), "link_twice: free");

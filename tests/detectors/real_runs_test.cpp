@@ -66,12 +66,12 @@ run_result replay(const std::vector<std::map<std::string, std::string>>& rows, c
   run_result r;
   for (const auto& row : rows) {
     rec.begin_step(static_cast<std::int64_t>(number(row, step_key)));
-    if (const double loss = number(row, loss_key); !std::isnan(loss)) rec.record_loss(loss);
-    if (const double lr = number(row, "lr"); !std::isnan(lr)) rec.record_lr(lr);
-    if (const double lr = number(row, "learning_rate"); !std::isnan(lr)) rec.record_lr(lr);
+    if (const double loss = number(row, loss_key); !std::isnan(loss)) rec.observe(mldiag::scalar::loss, loss);
+    if (const double lr = number(row, "lr"); !std::isnan(lr)) rec.observe(mldiag::scalar::learning_rate, lr);
+    if (const double lr = number(row, "learning_rate"); !std::isnan(lr)) rec.observe(mldiag::scalar::learning_rate, lr);
     // BigScience's 13B logged 0.000 for the grad norm: not a measurement.
-    if (const double g = number(row, "grad_norm"); g > 0.0) rec.record_grad_norm(g);
-    if (const double s = number(row, "loss_scale"); !std::isnan(s)) rec.record_loss_scale(s);
+    if (const double g = number(row, "grad_norm"); g > 0.0) rec.observe(mldiag::scalar::grad_norm, g);
+    if (const double s = number(row, "loss_scale"); !std::isnan(s)) rec.observe(mldiag::scalar::loss_scale, s);
     const auto& now = rec.end_step();
     set.observe({now, rec.past(), rec.names()}, r.findings);
   }

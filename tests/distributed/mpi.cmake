@@ -18,7 +18,7 @@ if(TARGET mldiag::mpi AND MPIEXEC_EXECUTABLE)
     add_test(NAME distributed.mpi.np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${mldiag_mpiexec_flags}
                      $<TARGET_FILE:mldiag_test_distributed_mpi>)
-    # RUN_SERIAL: the straggler case times sleeps, and N ranks want N cores.
+    # RUN_SERIAL: N ranks want N cores (Open MPI binds each rank to one and busy-polls).
     set_tests_properties(distributed.mpi.np${np} PROPERTIES LABELS distributed TIMEOUT 300 RUN_SERIAL TRUE)
     if(MLDIAG_SANITIZE MATCHES "address")
       # Open MPI 4.1 leaks in its dlopen'ed components at MPI_Finalize (LeakSanitizer cannot

@@ -312,12 +312,12 @@ TEST_CASE("gradient_persistence and the recorder refuse bad input with an mldiag
                        mldiag::error);
   mldiag::recorder rec;
   rec.begin_step(0);
-  CHECK_THROWS_WITH_AS(rec.record_grad_cosine(1.5), doctest::Contains("not a cosine"), mldiag::error);
-  CHECK_THROWS_AS(rec.record_grad_cosine(std::numeric_limits<double>::quiet_NaN()), mldiag::error);
-  CHECK_THROWS_WITH_AS(rec.record_grad_cosine(0.5, -2.0), doctest::Contains("not a cosine"), mldiag::error);
-  rec.record_grad_cosine(-1.0, 0.25);
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::gradient_cosines{1.5}), doctest::Contains("not a cosine"), mldiag::error);
+  CHECK_THROWS_AS(rec.observe(mldiag::gradient_cosines{std::numeric_limits<double>::quiet_NaN()}), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::gradient_cosines{0.5, -2.0}), doctest::Contains("not a cosine"), mldiag::error);
+  rec.observe(mldiag::gradient_cosines{-1.0, 0.25});
   const auto& s = rec.end_step();
   CHECK(s.grad_cosine == -1.0);
-  CHECK(s.has_grad_increment_cosine);
+  CHECK(s.grad_increment_cosine.has_value());
   CHECK(s.grad_increment_cosine == 0.25);
 }

@@ -28,10 +28,10 @@ TEST_CASE("a step records loss lr and tensors by role and joins a bounded histor
   std::vector<float> g = {3.0f, 4.0f}, w = {1.0f, NAN};
   for (int step = 0; step < 5; ++step) {
     rec.begin_step(step);
-    rec.record_loss(10.0 - step);
-    rec.record_lr(1e-3);
-    rec.record(mldiag::role::gradient, "layer0.w", g);
-    rec.record(mldiag::role::parameter, "layer0.w", w);
+    rec.observe(mldiag::scalar::loss, 10.0 - step);
+    rec.observe(mldiag::scalar::learning_rate, 1e-3);
+    rec.observe(mldiag::role::gradient, "layer0.w", g);
+    rec.observe(mldiag::role::parameter, "layer0.w", w);
     const auto& s = rec.end_step();
     CHECK(s.step == step);
   }
@@ -61,7 +61,7 @@ TEST_CASE("the global gradient norm is the norm of every gradient element togeth
   tensors.push_back({});
   tensors.push_back({4.9e-324});
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    rec.record(mldiag::role::gradient, std::to_string(i), mldiag::compute_stats(std::span<const double>(tensors[i])));
+    rec.observe(mldiag::role::gradient, std::to_string(i), mldiag::compute_stats(std::span<const double>(tensors[i])));
   rec.end_step();
   // sum x^2 / 2^1200 in long double (its exponent reaches 2^16383), then the root times 2^600.
   long double sum = 0.0L;
@@ -78,20 +78,20 @@ TEST_CASE("the global gradient norm is the norm of every gradient element togeth
     mldiag::recorder r;
     r.begin_step(1);
     const std::vector<float> inf = {1.0f, INFINITY}, nan = {NAN, 2.0f}, all_inf = {-INFINITY};
-    r.record(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
+    r.observe(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
     r.end_step();
     CHECK(r.past().back().global_grad_norm() == INFINITY);
     r.begin_step(2);
-    r.record(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
-    r.record(mldiag::role::gradient, "b", mldiag::compute_stats(std::span<const float>(nan)));
+    r.observe(mldiag::role::gradient, "a", mldiag::compute_stats(std::span<const float>(inf)));
+    r.observe(mldiag::role::gradient, "b", mldiag::compute_stats(std::span<const float>(nan)));
     r.end_step();
-    CHECK(std::isnan(r.past().back().global_grad_norm()));
+    CHECK(std::isnan(*r.past().back().global_grad_norm()));
     r.begin_step(3);
-    r.record(mldiag::role::gradient, "c", mldiag::compute_stats(std::span<const float>()));
+    r.observe(mldiag::role::gradient, "c", mldiag::compute_stats(std::span<const float>()));
     r.end_step();
     CHECK(r.past().back().global_grad_norm() == 0.0);
     r.begin_step(4);
-    r.record(mldiag::role::gradient, "d", mldiag::compute_stats(std::span<const float>(all_inf)));
+    r.observe(mldiag::role::gradient, "d", mldiag::compute_stats(std::span<const float>(all_inf)));
     r.end_step();
     CHECK(r.past().back().global_grad_norm() == INFINITY);
   }
@@ -99,22 +99,22 @@ TEST_CASE("the global gradient norm is the norm of every gradient element togeth
 
 TEST_CASE("misuse of the recorder is an mldiag error") {
   mldiag::recorder rec;
-  CHECK_THROWS_WITH_AS(rec.record_loss(1.0), doctest::Contains("mldiag: recorder::record_loss: no step is open"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::scalar::loss, 1.0), doctest::Contains("mldiag: recorder::observe: no step is open"), mldiag::error);
   rec.begin_step(5);
   CHECK_THROWS_WITH_AS(rec.begin_step(6), doctest::Contains("was not ended"), mldiag::error);
   rec.end_step();
   CHECK_THROWS_WITH_AS(rec.begin_step(5), doctest::Contains("does not come after step 5"), mldiag::error);
   rec.begin_step(6);
   const double bad[] = {1.0, -2.0};
-  CHECK_THROWS_WITH_AS(rec.record_router_load("moe0", bad), doctest::Contains("negative or not finite"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::router_load{"moe0", bad}), doctest::Contains("negative or not finite"), mldiag::error);
 }
 
 TEST_CASE("router load gives normalized entropy dead experts and max over mean") {
   mldiag::recorder rec;
   rec.begin_step(0);
   const double even[] = {5, 5, 5, 5}, skewed[] = {12, 4, 0, 0};
-  rec.record_router_load("even", even);
-  rec.record_router_load("skewed", skewed);
+  rec.observe(mldiag::router_load{"even", even});
+  rec.observe(mldiag::router_load{"skewed", skewed});
   const auto& s = rec.end_step();
   CHECK(s.routers[0].normalized_entropy == doctest::Approx(1.0).epsilon(1e-15));
   CHECK(s.routers[0].max_over_mean == 1.0);
@@ -130,9 +130,9 @@ TEST_CASE("router assignments are counted into the same load as the counts thems
   const std::uint8_t small[] = {0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0};
   mldiag::recorder rec;
   rec.begin_step(0);
-  rec.record_router_assignments("moe.int64", std::span<const std::int64_t>(choice), 4);
-  rec.record_router_assignments("moe.uint8", std::span<const std::uint8_t>(small), 4);
-  rec.record_router_assignments("moe.empty", std::span<const std::int64_t>(), 4);
+  rec.observe(mldiag::router_assignments{"moe.int64", std::span<const std::int64_t>(choice), 4});
+  rec.observe(mldiag::router_assignments{"moe.uint8", std::span<const std::uint8_t>(small), 4});
+  rec.observe(mldiag::router_assignments{"moe.empty", std::span<const std::int64_t>(), 4});
   const auto& s = rec.end_step();
   REQUIRE(s.routers.size() == 3);
   for (int i = 0; i < 2; ++i) {
@@ -152,15 +152,15 @@ TEST_CASE("a router assignment outside the experts is an mldiag error") {
   rec.begin_step(0);
   const std::int64_t negative[] = {0, -1, 2}, too_big[] = {0, 4}, fine[] = {3};
   const std::uint32_t unsigned_big[] = {7};
-  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(negative), 4),
-                       doctest::Contains("mldiag: recorder::record_router_assignments 'moe': expert index -1 is outside [0, 4)"), mldiag::error);
-  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(too_big), 4),
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::router_assignments{"moe", std::span<const std::int64_t>(negative), 4}),
+                       doctest::Contains("mldiag: recorder::observe(router_assignments) 'moe': expert index -1 is outside [0, 4)"), mldiag::error);
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::router_assignments{"moe", std::span<const std::int64_t>(too_big), 4}),
                        doctest::Contains("expert index 4 is outside [0, 4)"), mldiag::error);
-  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::uint32_t>(unsigned_big), 4),
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::router_assignments{"moe", std::span<const std::uint32_t>(unsigned_big), 4}),
                        doctest::Contains("expert index 7 is outside"), mldiag::error);
-  CHECK_THROWS_WITH_AS(rec.record_router_assignments("moe", std::span<const std::int64_t>(fine), 0),
+  CHECK_THROWS_WITH_AS(rec.observe(mldiag::router_assignments{"moe", std::span<const std::int64_t>(fine), 0}),
                        doctest::Contains("0 experts"), mldiag::error);
-  rec.record_router_assignments("moe", std::span<const std::int64_t>(fine), 4);
+  rec.observe(mldiag::router_assignments{"moe", std::span<const std::int64_t>(fine), 4});
   const auto& s = rec.end_step();
   REQUIRE(s.routers.size() == 1);  // nothing recorded for the refused calls
   CHECK(s.routers[0].total_load == 1.0);
@@ -179,10 +179,10 @@ TEST_CASE("the diagnostic snapshot has the seed's keys and decides the trend by 
     double loss = 5.0 - 0.005 * step + noise(rng);
     if (step == 0) loss = 4.0;
     if (step == 199) loss = 4.5;
-    rec.record_loss(loss);
-    rec.record(mldiag::role::gradient, "fc.weight", g);
-    rec.record(mldiag::role::gradient, "fc.bias", bad);
-    rec.record(mldiag::role::parameter, "fc.weight", g);
+    rec.observe(mldiag::scalar::loss, loss);
+    rec.observe(mldiag::role::gradient, "fc.weight", g);
+    rec.observe(mldiag::role::gradient, "fc.bias", bad);
+    rec.observe(mldiag::role::parameter, "fc.weight", g);
     rec.end_step();
   }
   const auto d = mldiag::diagnostic_snapshot(rec.past(), rec.names(), 200);
@@ -192,13 +192,13 @@ TEST_CASE("the diagnostic snapshot has the seed's keys and decides the trend by 
   CHECK(get<double>(d, "param/fc.weight/norm") == 5.0);
   CHECK(get<std::string>(d, "loss/trend") == "decreasing");
   double sum = 0;
-  for (std::size_t i = 0; i < rec.past().size(); ++i) sum += rec.past()[i].loss;
+  for (std::size_t i = 0; i < rec.past().size(); ++i) sum += *rec.past()[i].loss;
   CHECK(get<double>(d, "loss/recent_mean") == doctest::Approx(sum / 200).epsilon(1e-12));
   // A flat noisy loss is not "decreasing".
   mldiag::recorder flat(100);
   for (int step = 0; step < 100; ++step) {
     flat.begin_step(step);
-    flat.record_loss(3.0 + noise(rng));
+    flat.observe(mldiag::scalar::loss, 3.0 + noise(rng));
     flat.end_step();
   }
   CHECK(get<std::string>(mldiag::diagnostic_snapshot(flat.past(), flat.names()), "loss/trend") == "flat_or_increasing");
@@ -210,10 +210,10 @@ TEST_CASE("after warm-up a step allocates nothing") {
   const double loads[] = {1, 2, 3, 4};
   auto step = [&](int i) {
     rec.begin_step(i);
-    rec.record_loss(1.0);
-    rec.record_lr(1e-3);
-    for (const char* name : {"a", "b", "c"}) rec.record(mldiag::role::gradient, name, g);
-    rec.record_router_load("moe", loads);
+    rec.observe(mldiag::scalar::loss, 1.0);
+    rec.observe(mldiag::scalar::learning_rate, 1e-3);
+    for (const char* name : {"a", "b", "c"}) rec.observe(mldiag::role::gradient, name, g);
+    rec.observe(mldiag::router_load{"moe", loads});
     rec.end_step();
   };
   for (int i = 0; i < 100; ++i) step(i);  // warm-up: names interned, history slots grown
@@ -228,11 +228,11 @@ TEST_CASE("the step hook sees the finished snapshot and a hook that throws leave
   rec.set_step_hook([&](mldiag::snapshot& s, mldiag::name_table& names) {
     ++calls;
     if (s.step == 1) throw mldiag::error("hook failed");
-    s.loss = 2.0 * s.loss;  // what the history keeps is what the hook left
+    s.loss = 2.0 * *s.loss;  // what the history keeps is what the hook left
     (void)names.intern("from the hook");
   });
   rec.begin_step(0);
-  rec.record_loss(1.5);
+  rec.observe(mldiag::scalar::loss, 1.5);
   CHECK(rec.end_step().loss == 3.0);
   CHECK(rec.past().back().loss == 3.0);
   CHECK(rec.names().size() == 1);

@@ -6,13 +6,16 @@
 cmake_minimum_required(VERSION 3.25)
 # header|the mldiag headers it may include (a regular expression; empty: none)
 set(base_headers
-  "mldiag/detectors/finding.hpp|"
-  "mldiag/detectors/symptoms.hpp|"
+  "mldiag/vocab/finding.hpp|^mldiag/vocab/symptom\\.hpp$"
+  "mldiag/vocab/symptom.hpp|"
+  "mldiag/vocab/role.hpp|"
+  "mldiag/vocab/metric.hpp|"
+  "mldiag/vocab/thresholds.hpp|"
   "mldiag/protocol/log.hpp|"
-  "mldiag/protocol/pattern_tables.hpp|^mldiag/detectors/symptoms\\.hpp$"
+  "mldiag/protocol/pattern_tables.hpp|^mldiag/vocab/symptom\\.hpp$"
   "mldiag/stats/tensor_stats.hpp|^mldiag/core/config\\.hpp$"
   "mldiag/core/concepts.hpp|^mldiag/core/"
-  "mldiag/report/episodes.hpp|^mldiag/(core/error|detectors/finding|report/run_log|protocol/log)\\.hpp$")
+  "mldiag/report/episodes.hpp|^mldiag/(core/error|vocab/(finding|symptom)|report/run_log|protocol/log)\\.hpp$")
 set(failed "")
 foreach(entry IN LISTS base_headers)
   string(FIND "${entry}" "|" bar)

@@ -33,10 +33,10 @@ run_result train(const config& c) {
   run_result r;
   mldiag_test::train_softmax(c, [&](int step, double loss, const std::vector<float>& gw, const std::vector<float>& gb) {
     rec.begin_step(step);
-    rec.record_loss(loss);
-    rec.record_lr(c.lr);
-    rec.record(mldiag::role::gradient, "classifier.weight", gw);
-    rec.record(mldiag::role::gradient, "classifier.bias", gb);
+    rec.observe(mldiag::scalar::loss, loss);
+    rec.observe(mldiag::scalar::learning_rate, c.lr);
+    rec.observe(mldiag::role::gradient, "classifier.weight", gw);
+    rec.observe(mldiag::role::gradient, "classifier.bias", gb);
     detectors.observe({rec.end_step(), rec.past(), rec.names()}, r.findings);
   });
   r.summary = p::summarize(rec.past(), r.findings, p::check_obvious(rec.past(), 3));

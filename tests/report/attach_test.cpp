@@ -23,14 +23,14 @@ std::string slurp(const std::filesystem::path& p) {
 
 // 3 epochs of 50 steps; from step 100 the learning rate is 100x and the loss climbs.
 void run(mldiag::monitor& mon, std::vector<mldiag::finding>& delivered) {
-  mon.add_sink([&](const mldiag::finding& f) { delivered.push_back(f); });
+  mon.attach([&](const mldiag::finding& f) { delivered.push_back(f); });
   std::vector<float> g(32, 0.02f);
   double loss = 1.0;
   for (int step = 0; step < 150; ++step) {
     loss = step < 100 ? 1.0 * std::exp(-step / 80.0) + 0.3 : loss * 1.25;
     for (auto& v : g) v = static_cast<float>(0.02 * (step < 100 ? 1.0 : std::pow(1.25, step - 99)));
-    mon.observe_loss(loss);
-    mon.observe_lr(step < 100 ? 1e-3 : 0.1);
+    mon.observe(mldiag::scalar::loss, loss);
+    mon.observe(mldiag::scalar::learning_rate, step < 100 ? 1e-3 : 0.1);
     mon.observe(mldiag::role::gradient, "fc1.weight", g);
     mon.end_step();
     if (step % 50 == 49) mon.observe_evaluation(0.5 + step / 1000.0);

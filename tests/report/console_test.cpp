@@ -147,14 +147,14 @@ TEST_CASE("console: a repeat allocates nothing, and copies share the episodes") 
 TEST_CASE("console: attached to a monitor in one line, a fault held for 300 steps prints once") {
   std::ostringstream out;
   mldiag::monitor mon;
-  mon.add_sink(r::console_sink(out));
+  mon.attach(r::console_sink(out));
   // Gradients steady at 1 for 200 steps, then 50x for 300 steps while the loss stays flat.
   const std::vector<float> calm(64, 0.125f), hot(64, 6.25f);
   std::size_t delivered = 0;
-  mon.add_sink(
+  mon.attach(
       [&](const mldiag::finding& f) { delivered += f.symptom == "exploding gradients" ? 1 : 0; });
   for (std::int64_t step = 0; step < 500; ++step) {
-    mon.observe_loss(2.0 + 0.01 * static_cast<double>(step % 3));
+    mon.observe(mldiag::scalar::loss, 2.0 + 0.01 * static_cast<double>(step % 3));
     mon.observe(mldiag::role::gradient, "fc1.weight",
                 std::span<const float>(step < 200 ? calm : hot));
     (void)mon.end_step();

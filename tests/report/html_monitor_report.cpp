@@ -35,11 +35,11 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     const auto jsonl_path = dir / "run.jsonl";
     mldiag::monitor mon;
-    mon.add_sink(mldiag::report::console_sink());  // the one line a user writes
+    mon.attach(mldiag::report::console_sink());  // the one line a user writes
     mldiag::report::jsonl_sink jsonl(jsonl_path,
                                      "a real monitor: exploding fc1 gradients, dead conv2");
     std::int64_t step = 0;
-    mon.add_sink([&](const mldiag::finding& f) { jsonl.finding(step, f); });
+    mon.attach([&](const mldiag::finding& f) { jsonl.finding(step, f); });
 
     const std::vector<std::string> grads{"conv2.weight", "conv2.bias", "fc1.weight",
                                          "fc1.bias",     "fc2.weight", "head.weight"};
@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
     for (step = 0; step < 600; ++step) {
       mon.begin_step(step);
       const double loss = 2.5 * std::exp(-static_cast<double>(step) / 200.0) + 0.3 + noise(rng);
-      mon.observe_loss(loss);
-      if (step % 25 == 0) mon.observe_val_loss(loss + 0.05);
-      mon.observe_lr(1e-3);
+      mon.observe(mldiag::scalar::loss, loss);
+      if (step % 25 == 0) mon.observe(mldiag::scalar::val_loss, loss + 0.05);
+      mon.observe(mldiag::scalar::learning_rate, 1e-3);
       for (std::size_t t = 0; t < grads.size(); ++t) {
         float scale = 0.01f * static_cast<float>(t + 1);
         const bool hot = (step >= 300 && step < 320) || (step >= 325 && step < 340);

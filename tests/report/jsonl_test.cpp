@@ -100,10 +100,10 @@ void write_run(const std::filesystem::path& path, r::jsonl_options options) {
   r::jsonl_sink sink(path, "non-finite run", options);
   for (std::size_t i = 0; i < losses.size(); ++i) {
     rec.begin_step(static_cast<std::int64_t>(i));
-    rec.record_loss(losses[i]);
-    rec.record_lr(1e-3);
+    rec.observe(mldiag::scalar::loss, losses[i]);
+    rec.observe(mldiag::scalar::learning_rate, 1e-3);
     const std::vector<float> g = {3.0f, 4.0f, i == 1 ? NAN : 0.0f};
-    rec.record(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
+    rec.observe(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
     (void)rec.end_step();
     sink.step(rec);
     if (i == 3) sink.finding(3, non_finite_finding());

@@ -80,10 +80,10 @@ TEST_CASE("entropy_stats, findings, questions and severities format") {
 TEST_CASE("a snapshot formats with ids, or with names through with_names") {
   mldiag::recorder rec(4);
   rec.begin_step(7);
-  rec.record_loss(2.5);
-  rec.record_lr(1e-3);
+  rec.observe(mldiag::scalar::loss, 2.5);
+  rec.observe(mldiag::scalar::learning_rate, 1e-3);
   const std::vector<float> g = {3.0f, 4.0f};
-  rec.record(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
+  rec.observe(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
   const auto& s = rec.end_step();
   CHECK(fmt::format("{}", s) == "step 7: loss=2.5 lr=0.001 grad_norm=5 (1 gradients, 0 parameters, 0 activations)");
   CHECK(contains(fmt::format("{:d}", s), "gradient #0: n=2 l2=5"));
@@ -114,10 +114,10 @@ TEST_CASE("JSON Lines: a run written by the sink reads back to the same numbers"
     r::jsonl_sink sink(path, "round \"trip\"\n");
     for (std::size_t i = 0; i < losses.size(); ++i) {
       rec.begin_step(static_cast<std::int64_t>(10 * i));
-      rec.record_loss(losses[i]);
-      if (i != 1) rec.record_lr(1e-3 * static_cast<double>(i + 1));  // absent at step 10
+      rec.observe(mldiag::scalar::loss, losses[i]);
+      if (i != 1) rec.observe(mldiag::scalar::learning_rate, 1e-3 * static_cast<double>(i + 1));  // absent at step 10
       const std::vector<float> g = {3.0f * static_cast<float>(i), 4.0f * static_cast<float>(i), i == 4 ? NAN : 0.0f};
-      rec.record(mldiag::role::gradient, "blocks.0/w \"q\"", std::span<const float>(g));
+      rec.observe(mldiag::role::gradient, "blocks.0/w \"q\"", std::span<const float>(g));
       (void)rec.end_step();
       sink.step(rec);
       if (i == 3) sink.finding(30, sample_finding());

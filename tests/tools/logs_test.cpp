@@ -786,9 +786,9 @@ TEST_CASE(
       mldiag::report::jsonl_sink sink(path, "run", {.non_finite = style});
       for (std::size_t i = 0; i < losses.size(); ++i) {
         rec.begin_step(static_cast<std::int64_t>(100 + i));
-        rec.record_loss(losses[i]);
+        rec.observe(mldiag::scalar::loss, losses[i]);
         const std::vector<float> g = {3.0f, 4.0f, i == 1 ? NAN : 0.0f};
-        rec.record(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
+        rec.observe(mldiag::role::gradient, "fc1.weight", std::span<const float>(g));
         (void)rec.end_step();
         sink.step(rec);
       }

@@ -70,18 +70,18 @@ struct scan_result {
     mon.begin_step(run.steps[i]);
     double v = 0.0;
     if (logged(loss, i, v)) {
-      mon.observe_loss(v);
+      mon.observe(mldiag::scalar::loss, v);
       losses += std::isfinite(v) ? 1 : 0;
     }
-    if (logged(val_loss, i, v)) mon.observe_val_loss(v);
-    if (logged(lr, i, v)) mon.observe_lr(v);
-    if (logged(grad_norm, i, v)) mon.observe_grad_norm(v);
-    if (logged(loss_scale, i, v)) mon.observe_loss_scale(v);
+    if (logged(val_loss, i, v)) mon.observe(mldiag::scalar::val_loss, v);
+    if (logged(lr, i, v)) mon.observe(mldiag::scalar::learning_rate, v);
+    if (logged(grad_norm, i, v)) mon.observe(mldiag::scalar::grad_norm, v);
+    if (logged(loss_scale, i, v)) mon.observe(mldiag::scalar::loss_scale, v);
     // A cosine a log rounded out of [-1, 1] (or any non-number) is not one: left out.
     if (logged(grad_cosine, i, v) && v >= -1.0 && v <= 1.0) {
       gradient_cosines c{v, std::nullopt};
       if (double w = 0.0; logged(grad_increment_cosine, i, w) && w >= -1.0 && w <= 1.0) c.increments = w;
-      mon.observe_grad_cosines(c);
+      mon.observe(c);
     }
     for (const auto& f : mon.end_step()) out.findings.push_back({run.steps[i], f});
   }

@@ -61,11 +61,10 @@ template <class Details>
   return end == 0 ? std::string("layer") : text.substr(0, end);
 }
 
-/// A sink of named tensors: mldiag::monitor (`observe`) or anything with the same call.
+/// What `dlib_layers` hands tensors to: an observer (the monitor, the recorder: this header
+/// makes `dlib::tensor` an mldiag tensor) or anything with the same `observe` call.
 template <class S>
-concept dlib_tensor_sink = requires(S& s, const dlib::tensor& t) {
-  s.observe(role::gradient, std::string_view{}, t);
-};
+concept dlib_tensor_sink = requires(S& s, const dlib::tensor& t) { s.observe(role::gradient, std::string_view{}, t); };
 
 /// A dlib network's parameters and their gradients, one call per step, under stable names:
 /// "layer<i>.<type>" with dlib's own layer index (`dlib::layer<i>(net)`, the index
@@ -87,7 +86,7 @@ concept dlib_tensor_sink = requires(S& s, const dlib::tensor& t) {
 /// mldiag::dlib_layers layers;
 /// for (...) {
 ///   trainer.train_one_step(x, y);
-///   mon.observe_loss(trainer.get_average_loss());
+///   mon.observe(mldiag::scalar::loss, trainer.get_average_loss());
 ///   layers.observe(mon, trainer.get_net(dlib::force_flush_to_disk::no));
 ///   mon.end_step();
 /// }

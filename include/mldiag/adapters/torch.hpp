@@ -6,7 +6,7 @@
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/evidence/persistence.hpp"
-#include "mldiag/evidence/recorder.hpp"
+#include "mldiag/evidence/observer.hpp"
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/update.hpp"
@@ -146,14 +146,15 @@ auto with_fused_spans(at::Tensor& previous, const at::Tensor& current, Fused&& f
   return entropy_from_probs(as_tensor_ref({}, probs), probs.dim() == 0 ? 1 : probs.size(-1));
 }
 
-/// Records every parameter of `module` (named_parameters order: registration order, which is
+/// Observes every parameter of `module` (named_parameters order: registration order, which is
 /// layer order for sequential models), and, with `gradients`, each one's .grad() where it has
-/// one, under the same names.
-inline void record_module(recorder& rec, const torch::nn::Module& module, bool gradients = true) {
+/// one, under the same names. `module_observer` adds updates and gradient cosines.
+template <observer O>
+void observe_module(O& to, const torch::nn::Module& module, bool gradients = true) {
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
-    rec.record(role::parameter, item.key(), compute_stats(p.detach()));
-    if (gradients && p.grad().defined()) rec.record(role::gradient, item.key(), compute_stats(p.grad()));
+    to.observe(role::parameter, item.key(), compute_stats(p.detach()));
+    if (gradients && p.grad().defined()) to.observe(role::gradient, item.key(), compute_stats(p.grad()));
   }
 }
 
@@ -167,7 +168,7 @@ inline void record_module(recorder& rec, const torch::nn::Module& module, bool g
 /// **Example**
 /// ```cpp
 /// mldiag::gradient_persistence persist;  // one per model, outside the loop
-/// if (auto c = mldiag::gradient_cosines_of(persist, model)) mon.observe_grad_cosines(*c);
+/// if (auto c = mldiag::gradient_cosines_of(persist, model)) mon.observe(*c);
 /// ```
 namespace detail {
 // A contiguous CPU gradient of a floating dtype, added to `persist` from its memory (no
@@ -269,8 +270,8 @@ class activation_tap {
   }
 
   /// Hands the kept statistics to `mon` as role::activation and clears them.
-  template <class Monitor>
-  void observe(Monitor& mon) {
+  template <observer O>
+  void observe(O& mon) {
     for (std::size_t i = 0; i < used_; ++i) mon.observe(role::activation, kept_[i].first, kept_[i].second);
     used_ = 0;
     enabled_ = ++calls_ % every_ == 0;
@@ -297,7 +298,7 @@ struct module_observer_options {
 };
 
 /// One call a step for a module: its parameters, gradients, updates and gradient cosines (and
-/// the activations of its `activation_tap`, when given one), observed on a monitor (or anything with the monitor's `observe` and `observe_grad_cosines`).
+/// the activations of its `activation_tap`, when given one), handed to an `observer` (the monitor).
 /// Call it after `optimizer.step()` and before `zero_grad()`: the gradients are this step's,
 /// the parameters the updated ones, the update what this step's optimizer did. Names are
 /// `named_parameters()`'s (layer order for sequential models). CPU modules; for a CUDA module
@@ -308,7 +309,7 @@ struct module_observer_options {
 /// mldiag::module_observer watch(*model);   // once, after building the model
 /// for (...) {
 ///   loss.backward(); opt.step();
-///   mon.observe_loss(loss.item<double>());
+///   mon.observe(mldiag::scalar::loss, loss.item<double>());
 ///   watch.observe(mon);                    // parameters, gradients, updates, cosines
 ///   mon.end_step();
 ///   opt.zero_grad();
@@ -322,8 +323,8 @@ class module_observer {
   module_observer(const torch::nn::Module& module, activation_tap& tap, module_observer_options o = {})
       : module_(&module), tap_(&tap), options_(o) {}
 
-  template <class Monitor>
-  void observe(Monitor& mon) {
+  template <observer O>
+  void observe(O& mon) {
     torch::NoGradGuard no_grad;
     const auto named = module_->named_parameters(/*recurse=*/true);
     if (options_.updates && previous_.size() != named.size()) {
@@ -350,7 +351,7 @@ class module_observer {
     first_ = false;
     if (tap_ != nullptr) tap_->observe(mon);
     if (options_.gradient_cosines)
-      if (auto c = gradient_cosines_of(persist_, named)) mon.observe_grad_cosines(*c);
+      if (auto c = gradient_cosines_of(persist_, named)) mon.observe(*c);
   }
 
  private:
@@ -362,31 +363,35 @@ class module_observer {
   bool first_ = true;
 };
 
-/// Records an activation tensor from forward code (detached; no copy).
-inline void record_activation(recorder& rec, std::string_view name, const at::Tensor& activation) {
-  rec.record(role::activation, name, compute_stats(activation.detach()));
+/// Observes an activation tensor from forward code (detached; no copy).
+template <observer O>
+void observe_activation(O& to, std::string_view name, const at::Tensor& activation) {
+  to.observe(role::activation, name, compute_stats(activation.detach()));
 }
 
-/// Records the row entropy of attention logits ([..., keys]; -inf entries are masked).
-inline void record_attention_logits(recorder& rec, std::string_view name, const at::Tensor& logits) {
-  rec.record_entropy(name, entropy_from_logits(logits.detach()));
+/// Observes the row entropy of attention logits ([..., keys]; -inf entries are masked), every
+/// row (the monitor's `observe_logits` samples rows).
+template <observer O>
+void observe_attention_logits(O& to, std::string_view name, const at::Tensor& logits) {
+  to.observe(row_entropy{name, entropy_from_logits(logits.detach())});
 }
 
-/// Records the row entropy of attention probabilities ([..., keys]).
-inline void record_attention_probs(recorder& rec, std::string_view name, const at::Tensor& probs) {
-  rec.record_entropy(name, entropy_from_probs(probs.detach()));
+/// Observes the row entropy of attention probabilities ([..., keys]).
+template <observer O>
+void observe_attention_probs(O& to, std::string_view name, const at::Tensor& probs) {
+  to.observe(row_entropy{name, entropy_from_probs(probs.detach())});
 }
 
-/// Records a mixture-of-experts router: the expert load from the assignments (integer expert
+/// Observes a mixture-of-experts router: the expert load from the assignments (integer expert
 /// indices, any shape: top-k allowed) and the entropy of the router's logits
 /// ([tokens, experts]) under "<name>.logits".
-inline void record_router(recorder& rec, std::string_view name, const at::Tensor& router_logits,
-                          const at::Tensor& expert_assignments) {
+template <observer O>
+void observe_router(O& to, std::string_view name, const at::Tensor& router_logits, const at::Tensor& expert_assignments) {
   const std::int64_t experts = router_logits.size(-1);
   const at::Tensor choice = expert_assignments.detach().reshape({-1}).to(at::kLong).cpu().contiguous();
-  rec.record_router_assignments(name, std::span<const std::int64_t>(choice.data_ptr<std::int64_t>(), static_cast<std::size_t>(choice.numel())),
-                                static_cast<std::size_t>(experts));
-  rec.record_entropy(std::string(name) + ".logits", entropy_from_logits(router_logits.detach()));
+  to.observe(router_assignments{name, std::span<const std::int64_t>(choice.data_ptr<std::int64_t>(), static_cast<std::size_t>(choice.numel())),
+                                static_cast<std::size_t>(experts)});
+  to.observe(row_entropy{std::string(name) + ".logits", entropy_from_logits(router_logits.detach())});
 }
 
 }  // namespace mldiag

@@ -35,7 +35,7 @@ inline constexpr bool available = MLDIAG_TORCH_CUDA_MEMORY == 1;
 ///
 /// **Example**
 /// ```cpp
-/// if constexpr (mldiag::torch_cuda::available) mon.observe_memory(mldiag::torch_cuda::memory(0));
+/// if constexpr (mldiag::torch_cuda::available) mon.observe(mldiag::torch_cuda::memory(0));
 /// ```
 [[nodiscard]] inline memory_evidence memory(int device) {
 #if MLDIAG_TORCH_CUDA_MEMORY

@@ -4,10 +4,45 @@
 
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
+#include "mldiag/detectors/dynamic_set.hpp"
 #include "mldiag/detectors/registry.hpp"
-#include "mldiag/detectors/convergence.hpp"
-#include "mldiag/detectors/early_anomalies.hpp"
-#include "mldiag/detectors/efficiency.hpp"
+#include "mldiag/detectors/convergence/chance_level.hpp"
+#include "mldiag/detectors/convergence/configured_lr.hpp"
+#include "mldiag/detectors/convergence/constant_loss.hpp"
+#include "mldiag/detectors/convergence/dead_activations.hpp"
+#include "mldiag/detectors/convergence/divergence.hpp"
+#include "mldiag/detectors/convergence/exploding_gradients.hpp"
+#include "mldiag/detectors/convergence/frozen_parameters.hpp"
+#include "mldiag/detectors/convergence/initial_loss.hpp"
+#include "mldiag/detectors/convergence/input_scale.hpp"
+#include "mldiag/detectors/convergence/loss_not_decreasing.hpp"
+#include "mldiag/detectors/convergence/lr_sanity.hpp"
+#include "mldiag/detectors/convergence/non_finite.hpp"
+#include "mldiag/detectors/convergence/oscillation.hpp"
+#include "mldiag/detectors/convergence/persistent_gradients.hpp"
+#include "mldiag/detectors/convergence/plateau.hpp"
+#include "mldiag/detectors/convergence/probabilities_as_logits.hpp"
+#include "mldiag/detectors/convergence/repeated_batch.hpp"
+#include "mldiag/detectors/convergence/saturation.hpp"
+#include "mldiag/detectors/convergence/train_val_gap.hpp"
+#include "mldiag/detectors/convergence/update_ratio.hpp"
+#include "mldiag/detectors/convergence/vanishing_gradients.hpp"
+#include "mldiag/detectors/early_anomaly/attention_collapse.hpp"
+#include "mldiag/detectors/early_anomaly/embedding_growth.hpp"
+#include "mldiag/detectors/early_anomaly/expert_imbalance.hpp"
+#include "mldiag/detectors/early_anomaly/loss_spike.hpp"
+#include "mldiag/detectors/early_anomaly/parameter_drift.hpp"
+#include "mldiag/detectors/early_anomaly/residual_write_ratio.hpp"
+#include "mldiag/detectors/efficiency/communication_overhead.hpp"
+#include "mldiag/detectors/efficiency/input_starvation.hpp"
+#include "mldiag/detectors/efficiency/layer_dominates.hpp"
+#include "mldiag/detectors/efficiency/low_mfu.hpp"
+#include "mldiag/detectors/efficiency/memory_fragmentation.hpp"
+#include "mldiag/detectors/efficiency/memory_growth.hpp"
+#include "mldiag/detectors/efficiency/memory_pressure.hpp"
+#include "mldiag/detectors/efficiency/step_time_outliers.hpp"
+#include "mldiag/detectors/efficiency/straggler.hpp"
+#include "mldiag/detectors/efficiency/throughput_below_target.hpp"
 
 #include <algorithm>
 #include <array>
@@ -20,9 +55,16 @@
 
 namespace mldiag::detectors {
 
+/// A list of detectors: a catalogue. `all_detectors` is the library's; a project's own is one
+/// line, `using mine = all_detectors::with<my_detector>;`, and `make_detector(mine{}, ...)`,
+/// `default_set(mine{})`, `detector_names_of(mine{})` read it as the library's functions read
+/// `all_detectors`.
 template <class... Ds>
 struct detector_list {
   static constexpr std::size_t size = sizeof...(Ds);
+  /// This list and `More...` after it.
+  template <class... More>
+  using with = detector_list<Ds..., More...>;
 };
 
 /// Every detector of the catalogue, in the default set's order: the one list that
@@ -68,8 +110,8 @@ using all_detectors = detector_list<non_finite,
 
 namespace detail {
 
-// D built from its default config with the named parameters applied; an unknown parameter is
-// an error that lists D's parameters.
+// D built from its default config with the named parameters applied; an unknown parameter, or
+// a value of another kind than its field's, is an error that says what the field takes.
 template <class D>
 any_detector configured(const parameters& p) {
   typename D::config c;
@@ -83,14 +125,23 @@ any_detector configured(const parameters& p) {
       throw error("make_detector '" + std::string(detector_name) + "': unknown parameter '" + key +
                   "'; its parameters are: " + (list.empty() ? "none" : list));
     }
+    const auto refuse = [&](const char* takes) {
+      throw error("make_detector '" + std::string(detector_name) + "': parameter '" + key + "' is " + takes);
+    };
     std::visit([&](auto member) {
       using T = std::remove_reference_t<decltype(c.*member)>;
-      if constexpr (std::is_same_v<T, std::size_t>) {
-        if (!(value >= 0.0) || value != std::floor(value)) {
-          throw error("make_detector '" + std::string(detector_name) + "': parameter '" + key + "' is a count; give a whole number >= 0");
-        }
+      if constexpr (std::is_same_v<T, bool>) {
+        const auto w = value.whole();
+        if (value.what() == parameter_value::kind::number || !w || (*w != 0 && *w != 1)) refuse("a flag; give true or false");
+        c.*member = *w != 0;
+      } else if constexpr (std::is_same_v<T, std::size_t>) {
+        const auto w = value.whole();
+        if (value.what() == parameter_value::kind::flag || !w || *w < 0) refuse("a count; give a whole number >= 0");
+        c.*member = static_cast<std::size_t>(*w);
+      } else {
+        if (value.what() == parameter_value::kind::flag) refuse("a number; give one, not a flag");
+        c.*member = value.number();
       }
-      c.*member = static_cast<T>(value);
     }, it->at);
   }
   return any_detector(D(c));
@@ -141,6 +192,38 @@ constexpr bool has_parameter_of(detector_list<Ds...>, std::string_view n, std::s
   return found;
 }
 }  // namespace detail
+
+/// The names of a list's detectors, in its order.
+template <class... Ds>
+[[nodiscard]] constexpr std::array<std::string_view, sizeof...(Ds)> detector_names_of(detector_list<Ds...> l) noexcept {
+  return detail::names_of(l);
+}
+/// The descriptions of a list's detectors, in its order.
+template <class... Ds>
+[[nodiscard]] constexpr std::array<detector_info, sizeof...(Ds)> detector_infos_of(detector_list<Ds...> l) noexcept {
+  return detail::infos_of(l);
+}
+/// Whether detector `name` of the list has the parameter `parameter`.
+template <class... Ds>
+[[nodiscard]] constexpr bool has_parameter(detector_list<Ds...> l, std::string_view name, std::string_view parameter) noexcept {
+  return detail::has_parameter_of(l, name, parameter);
+}
+/// A detector of the list by name, with named parameters: unknown names and parameters are
+/// errors that list what the list has (`make_detector(name, p)` is this for `all_detectors`).
+template <class... Ds>
+[[nodiscard]] any_detector make_detector(detector_list<Ds...> l, std::string_view n, const parameters& p = {}) {
+  if (auto d = detail::make_named(l, n, p)) return std::move(*d);
+  std::string list;
+  for (auto name : detail::names_of(l)) list += (list.empty() ? "" : ", ") + std::string(name);
+  throw error("make_detector: no detector named '" + std::string(n) + "'; there are: " + list);
+}
+/// Every detector of the list with its defaults, in the list's order.
+template <class... Ds>
+[[nodiscard]] dynamic_set default_set(detector_list<Ds...> l) {
+  dynamic_set set;
+  for (auto n : detail::names_of(l)) set.add(make_detector(l, n));
+  return set;
+}
 
 // The registry's definitions (declared in registry.hpp): inline, or compiled once.
 #if MLDIAG_DEFINE_COMPILED

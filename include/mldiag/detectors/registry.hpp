@@ -4,7 +4,7 @@
 #pragma once
 
 #include "mldiag/core/compiled.hpp"
-#include "mldiag/detectors/detector.hpp"
+#include "mldiag/detectors/dynamic_set.hpp"
 
 #include <span>
 #include <string_view>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
@@ -305,7 +305,27 @@ inline cell scalar_cell(cell::kind k, double v, int rank, bool present) noexcept
   return c;
 }
 
-inline bool all_nan(std::initializer_list<double> v) noexcept {
+// Absent values travel as NaN: the wire holds doubles, and the fixed 104-byte cell has no
+// room for optional's flags (a memory record is 8 values).
+inline double to_wire(const std::optional<double>& v) noexcept { return v.value_or(std::numeric_limits<double>::quiet_NaN()); }
+inline std::optional<double> from_wire(double v) noexcept { return std::isnan(v) ? std::nullopt : std::optional<double>(v); }
+inline std::array<double, 8> to_wire(const memory_evidence& m) noexcept {
+  return {to_wire(m.allocated), to_wire(m.reserved), to_wire(m.peak), to_wire(m.capacity),
+          to_wire(m.largest_free_block), to_wire(m.used), to_wire(m.host_rss), to_wire(m.host_rss_peak)};
+}
+inline memory_evidence memory_from_wire(const std::array<double, 8>& a) noexcept {
+  return {from_wire(a[0]), from_wire(a[1]), from_wire(a[2]), from_wire(a[3]),
+          from_wire(a[4]), from_wire(a[5]), from_wire(a[6]), from_wire(a[7])};
+}
+inline std::array<double, 6> to_wire(const efficiency_evidence& e) noexcept {
+  return {to_wire(e.mfu), to_wire(e.tensor_core_activity), to_wire(e.throughput), to_wire(e.throughput_target),
+          to_wire(e.communication_bytes), to_wire(e.link_bandwidth)};
+}
+inline efficiency_evidence efficiency_from_wire(const std::array<double, 6>& a) noexcept {
+  return {from_wire(a[0]), from_wire(a[1]), from_wire(a[2]), from_wire(a[3]), from_wire(a[4]), from_wire(a[5])};
+}
+template <std::size_t N>
+inline bool all_nan(const std::array<double, N>& v) noexcept {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
 }
 
@@ -344,36 +364,37 @@ inline std::uint64_t pack(const snapshot& s, int rank, const snapshot_layout& la
   std::uint64_t unknown = 0;
   // The step is always present (-1 included) so that ranks at different steps show.
   out[L::h_step] = detail::scalar_cell(k::agree, static_cast<double>(s.step), rank, true);
-  out[L::h_loss] = detail::scalar_cell(k::mean, s.loss, rank, s.has_loss);
-  out[L::h_val_loss] = detail::scalar_cell(k::mean, s.val_loss, rank, s.has_val_loss);
-  out[L::h_lr] = detail::scalar_cell(k::agree, s.lr, rank, s.has_lr);
-  out[L::h_loss_scale] = detail::scalar_cell(k::agree, s.loss_scale, rank, s.has_loss_scale);
+  const auto value_cell = [&](cell::kind kind, const std::optional<double>& v) {
+    return detail::scalar_cell(kind, v.value_or(0.0), rank, v.has_value());
+  };
+  out[L::h_loss] = value_cell(k::mean, s.loss);
+  out[L::h_val_loss] = value_cell(k::mean, s.val_loss);
+  out[L::h_lr] = value_cell(k::agree, s.lr);
+  out[L::h_loss_scale] = value_cell(k::agree, s.loss_scale);
   // The gradient norm a framework reports (clip_grad_norm_'s return value, Megatron's) is the
   // global one on every rank, sharded or not: it must agree. The norm of sharded gradients
   // observed as tensors comes from the merged tensors (snapshot::global_grad_norm).
-  out[L::h_grad_norm] = detail::scalar_cell(k::agree, s.grad_norm, rank, s.has_grad_norm);
+  out[L::h_grad_norm] = value_cell(k::agree, s.grad_norm);
   // The cosine between consecutive steps' gradients: equal on every data-parallel replica;
   // with sharded gradients each rank sees its shard's, and the mean stands for the whole.
-  out[L::h_grad_cosine] = detail::scalar_cell(k::mean, s.grad_cosine, rank, s.has_grad_cosine);
-  out[L::h_grad_increment_cosine] = detail::scalar_cell(k::mean, s.grad_increment_cosine, rank, s.has_grad_increment_cosine);
+  out[L::h_grad_cosine] = value_cell(k::mean, s.grad_cosine);
+  out[L::h_grad_increment_cosine] = value_cell(k::mean, s.grad_increment_cosine);
   const auto& t = s.timings;
   std::size_t h = L::h_data_wait;
-  for (double v : {t.data_wait, t.forward, t.backward, t.optimizer, t.communication, t.total})
-    out[h++] = detail::scalar_cell(k::maximum, v, rank, !std::isnan(v));
-  const auto& m = s.memory;
-  if (!detail::all_nan({m.allocated, m.reserved, m.peak, m.capacity, m.largest_free_block, m.used, m.host_rss, m.host_rss_peak})) {
+  for (const auto* v : {&t.data_wait, &t.forward, &t.backward, &t.optimizer, &t.communication, &t.total})
+    out[h++] = value_cell(k::maximum, *v);
+  if (const auto m = detail::to_wire(s.memory); !detail::all_nan(m)) {
     cell& c = out[L::h_memory];
     c.type = k::argmax;
     c.rank = rank;
-    c.key = detail::worst_key(m.fill());
+    c.key = detail::worst_key(detail::to_wire(s.memory.fill()));
     c.set(m);
   }
-  const auto& e = s.efficiency;
-  if (!detail::all_nan({e.mfu, e.tensor_core_activity, e.throughput, e.throughput_target, e.communication_bytes, e.link_bandwidth})) {
+  if (const auto e = detail::to_wire(s.efficiency); !detail::all_nan(e)) {
     cell& c = out[L::h_efficiency];
     c.type = k::argmax;
     c.rank = rank;
-    c.key = detail::worst_key(-e.mfu);  // the least utilized rank's record
+    c.key = detail::worst_key(-detail::to_wire(s.efficiency.mfu));  // the least utilized rank's record
     c.set(e);
   }
   auto place = [&](std::uint8_t slot, std::uint32_t id) -> cell* {
@@ -441,34 +462,38 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
                 " to " + std::to_string(static_cast<std::int64_t>(v[2])) +
                 "); every rank must end the same step together (one merge per step, on all ranks)");
   }
-  const auto mean_of = [&](std::size_t h, bool& has, double& v) {
-    has = merged[h].type == k::mean;
-    v = has ? value(h) / merged[h].key : std::numeric_limits<double>::quiet_NaN();
+  const auto mean_of = [&](std::size_t h, std::optional<double>& v) {
+    v.reset();
+    if (merged[h].type == k::mean) v = value(h) / merged[h].key;
   };
-  mean_of(L::h_loss, s.has_loss, s.loss);
-  mean_of(L::h_val_loss, s.has_val_loss, s.val_loss);
-  mean_of(L::h_grad_cosine, s.has_grad_cosine, s.grad_cosine);
-  mean_of(L::h_grad_increment_cosine, s.has_grad_increment_cosine, s.grad_increment_cosine);
-  const auto agreed = [&](std::size_t h, const char* what, bool& has, double& v) {
-    has = merged[h].type == k::agree;
-    v = has ? value(h) : std::numeric_limits<double>::quiet_NaN();
+  mean_of(L::h_loss, s.loss);
+  mean_of(L::h_val_loss, s.val_loss);
+  mean_of(L::h_grad_cosine, s.grad_cosine);
+  mean_of(L::h_grad_increment_cosine, s.grad_increment_cosine);
+  const auto agreed = [&](std::size_t h, const char* what, std::optional<double>& v) {
+    const bool has = merged[h].type == k::agree;
+    v.reset();
+    if (has) v = value(h);
     if (has && (merged[h].flags & cell::disagreed) != 0) {
       const auto a = merged[h].values();
       report.scalar_mismatches.push_back(std::string(what) + " differs across ranks (" + std::to_string(a[1]) + " to " +
                                          std::to_string(a[2]) + ")");
     }
   };
-  agreed(L::h_lr, "learning rate", s.has_lr, s.lr);
-  agreed(L::h_loss_scale, "loss scale", s.has_loss_scale, s.loss_scale);
-  agreed(L::h_grad_norm, "gradient norm", s.has_grad_norm, s.grad_norm);
+  agreed(L::h_lr, "learning rate", s.lr);
+  agreed(L::h_loss_scale, "loss scale", s.loss_scale);
+  agreed(L::h_grad_norm, "gradient norm", s.grad_norm);
   const auto max_of = [&](std::size_t h) {
-    return merged[h].type == k::maximum ? value(h) : std::numeric_limits<double>::quiet_NaN();
+    return merged[h].type == k::maximum ? std::optional<double>(value(h)) : std::nullopt;
   };
   s.timings = {max_of(L::h_data_wait), max_of(L::h_forward),       max_of(L::h_backward),
                max_of(L::h_optimizer), max_of(L::h_communication), max_of(L::h_total)};
-  s.memory = merged[L::h_memory].type == k::argmax ? merged[L::h_memory].get<memory_evidence>() : memory_evidence{};
-  s.efficiency =
-      merged[L::h_efficiency].type == k::argmax ? merged[L::h_efficiency].get<efficiency_evidence>() : efficiency_evidence{};
+  s.memory = merged[L::h_memory].type == k::argmax
+                 ? detail::memory_from_wire(merged[L::h_memory].get<std::array<double, 8>>())
+                 : memory_evidence{};
+  s.efficiency = merged[L::h_efficiency].type == k::argmax
+                     ? detail::efficiency_from_wire(merged[L::h_efficiency].get<std::array<double, 6>>())
+                     : efficiency_evidence{};
 
   for (std::uint8_t r = 0; r < snapshot_layout::role_slots; ++r) s.of(static_cast<role>(r)).clear();
   s.drift.clear();
@@ -511,8 +536,8 @@ inline void unpack(std::span<const cell> merged, const snapshot_layout& layout, 
 
 /// The step time a rank contributes to the straggler detector: its own work, without the
 /// time it spent in communication (where it also waits for the slowest rank).
-[[nodiscard]] inline double own_step_time(const step_timings& t) noexcept {
-  if (!std::isnan(t.total) && !std::isnan(t.communication)) return t.total - t.communication;
+[[nodiscard]] inline std::optional<double> own_step_time(const step_timings& t) noexcept {
+  if (t.total && t.communication) return *t.total - *t.communication;
   return t.total;
 }
 

@@ -3,8 +3,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/detector.hpp"  // make_finding
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/distributed/merge.hpp"
 #include "mldiag/distributed/sharding.hpp"
 #include "mldiag/evidence/snapshot.hpp"
@@ -290,7 +289,7 @@ class snapshot_merger {
     if (root < -1 || root >= mpi_->size())
       throw error("snapshot_merger: merge_options::root " + std::to_string(root) + " is not a rank of this communicator (0.." +
                   std::to_string(mpi_->size() - 1) + ", or -1 for every rank)");
-    const double mine = own_step_time(s.timings);
+    const double mine = detail::to_wire(own_step_time(s.timings));  // NaN: no time on the wire
     const std::uint64_t unknown = pack(s, mpi_->rank(), layout_, cells_);
     if (root == -1) {
       // The h_unknown cell counts, over all ranks, the pieces the layout lacks: one all-reduce
@@ -392,14 +391,13 @@ class snapshot_merger {
   }
 
   void report_findings(std::int64_t step, monitor& mon) {
-    static constexpr std::string_view prefix[6] = {"grad/", "param/", "act/", "resid/", "block/", "update/"};
     now_.clear();
-    for (const auto& [r, name] : report_.replica_mismatches) now_.push_back(std::string(prefix[static_cast<std::size_t>(r)]) + name);
+    for (const auto& [r, name] : report_.replica_mismatches) now_.push_back(location(r, name));
     for (const auto& text : report_.scalar_mismatches) now_.push_back(text.substr(0, text.find(" differs")));
     for (const auto& key : now_) {
       if (std::find(open_.begin(), open_.end(), key) != open_.end()) continue;  // reported at its onset
       const bool replica = key.find('/') != std::string::npos;
-      finding f = detectors::make_finding(question::convergence, replica ? symptoms::replicas_out_of_sync : symptoms::ranks_disagree,
+      finding f = make_finding(question::convergence, replica ? symptoms::replicas_out_of_sync : symptoms::ranks_disagree,
                                           replica ? severity::critical : severity::warning, step, "distributed_merge",
                                           {{"ranks", static_cast<double>(mpi_->size())}});
       f.where.emplace_back(key, 1.0);

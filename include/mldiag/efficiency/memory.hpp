@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,14 +27,14 @@
 
 namespace mldiag::efficiency {
 
-/// The process's resident set size now and at its peak, in bytes (NaN where unknown).
+/// The process's resident set size now and at its peak, in bytes (absent where unknown).
 struct host_memory {
-  double rss = std::numeric_limits<double>::quiet_NaN();
-  double peak_rss = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> rss = {};
+  std::optional<double> peak_rss = {};
 };
 
 /// Whether `read_host_memory` can measure on this platform (Linux: `/proc/self/statm` and
-/// `getrusage`); elsewhere it returns NaN.
+/// `getrusage`); elsewhere it knows neither.
 #if defined(__linux__)
 inline constexpr bool host_memory_supported = true;
 #else
@@ -42,13 +43,13 @@ inline constexpr bool host_memory_supported = false;
 
 /// Reads the resident set size (`/proc/self/statm`, resident pages x page size) and its peak
 /// (`getrusage` ru_maxrss, KiB on Linux; never below the RSS just read). No allocation, a few
-/// microseconds: it can run every step. NaN where the platform does not say (see
+/// microseconds: it can run every step. Absent where the platform does not say (see
 /// `host_memory_supported`).
 ///
 /// **Example**
 /// ```cpp
 /// const auto h = mldiag::efficiency::read_host_memory();
-/// std::printf("RSS %.0f MB (peak %.0f MB)\n", h.rss / 1e6, h.peak_rss / 1e6);
+/// if (h.rss) std::printf("RSS %.0f MB\n", *h.rss / 1e6);
 /// ```
 [[nodiscard]] inline host_memory read_host_memory() noexcept {
   host_memory h;
@@ -77,7 +78,7 @@ inline constexpr bool host_memory_supported = false;
     h.peak_rss = static_cast<double>(usage.ru_maxrss) * 1024.0;
   // The kernel syncs its per-thread RSS counters lazily (measured: ru_maxrss 64 KiB below
   // statm's resident right after start), and a peak below the present is no peak.
-  if (!(h.peak_rss >= h.rss)) h.peak_rss = std::isnan(h.rss) ? h.peak_rss : h.rss;
+  if (h.rss && !(h.peak_rss >= h.rss)) h.peak_rss = h.rss;
 #endif
   return h;
 }
@@ -90,20 +91,21 @@ inline constexpr bool host_memory_supported = false;
   return m;
 }
 
-/// 1 - allocated / reserved: the share of an allocator's pool that no tensor uses. NaN when
+/// 1 - allocated / reserved: the share of an allocator's pool that no tensor uses. Absent when
 /// reserved is 0 (an empty pool has no fragmentation to speak of); an error when a value is
 /// negative or allocated exceeds reserved (the pool includes the allocated blocks).
 ///
 /// **Example**
 /// ```cpp
-/// double f = mldiag::efficiency::fragmentation(6e9, 8e9);  // 0.25
+/// double f = *mldiag::efficiency::fragmentation(6e9, 8e9);  // 0.25
 /// ```
-[[nodiscard]] inline double fragmentation(double allocated, double reserved) {
+[[nodiscard]] inline std::optional<double> fragmentation(double allocated, double reserved) {
   if (!(allocated >= 0.0) || !(reserved >= 0.0) || allocated > reserved) {
     throw error("efficiency::fragmentation: allocated " + std::to_string(allocated) +
                 ", reserved " + std::to_string(reserved) + "; need 0 <= allocated <= reserved");
   }
-  return reserved > 0.0 ? 1.0 - allocated / reserved : std::numeric_limits<double>::quiet_NaN();
+  if (!(reserved > 0.0)) return std::nullopt;
+  return 1.0 - allocated / reserved;
 }
 
 /// Memory growth per step over the last `window` samples: the median of the slopes between
@@ -116,7 +118,7 @@ inline constexpr bool host_memory_supported = false;
 /// ```cpp
 /// mldiag::efficiency::growth_tracker g(64);
 /// g.push(step, reserved_bytes);
-/// if (g.bytes_per_step() > 1e6) { /* a MB per step */ }
+/// if (g.bytes_per_step() > 1e6) { /* a MB per step (absent below 4 samples) */ }
 /// ```
 class growth_tracker {
  public:
@@ -126,14 +128,16 @@ class growth_tracker {
       throw error("efficiency::growth_tracker: window " + std::to_string(window) +
                   "; keep at least 4 samples");
   }
-  /// A sample; steps must increase and bytes be finite (NaN samples are skipped).
-  void push(std::int64_t step, double bytes) {
-    if (std::isnan(bytes)) return;
+  /// A sample; steps must increase and bytes be finite. An absent sample is skipped.
+  void push(std::int64_t step, std::optional<double> sample) {
+    if (!sample) return;
+    const double bytes = *sample;
     if (size_ > 0 && step <= at_step(size_ - 1)) {
       throw error("efficiency::growth_tracker::push: step " + std::to_string(step) +
                   " does not come after step " + std::to_string(at_step(size_ - 1)));
     }
-    if (!std::isfinite(bytes)) throw error("efficiency::growth_tracker::push: bytes is infinite");
+    if (!std::isfinite(bytes))
+      throw error("efficiency::growth_tracker::push: bytes is " + std::to_string(bytes) + "; give a finite byte count, or no sample");
     const std::size_t slot = (start_ + size_) % steps_.size();
     steps_[slot] = step;
     bytes_[slot] = bytes;
@@ -143,9 +147,9 @@ class growth_tracker {
       start_ = (start_ + 1) % steps_.size();
   }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// Bytes per step (negative when shrinking); NaN below 4 samples.
-  [[nodiscard]] double bytes_per_step() const noexcept {
-    if (size_ < 4) return std::numeric_limits<double>::quiet_NaN();
+  /// Bytes per step (negative when shrinking); absent below 4 samples.
+  [[nodiscard]] std::optional<double> bytes_per_step() const noexcept {
+    if (size_ < 4) return std::nullopt;
     const std::size_t half = size_ / 2;
     for (std::size_t i = 0; i < half; ++i) {
       const std::size_t j = i + size_ - half;  // with an odd count the middle sample is unused
@@ -173,7 +177,7 @@ class growth_tracker {
 };
 
 /// What any allocator can report: a callable that fills a `memory_evidence` (allocated,
-/// reserved, peak, capacity, largest free block: whatever it knows; the rest stays NaN). A
+/// reserved, peak, capacity, largest free block: whatever it knows; the rest stays absent). A
 /// custom arena, a CUDA memory pool (`cudaMemPoolGetAttribute`), jemalloc's stats, LibTorch's
 /// caching allocator (adapters/torch_cuda_memory.hpp) all fit.
 using memory_callback = std::function<memory_evidence()>;
@@ -185,8 +189,8 @@ using memory_callback = std::function<memory_evidence()>;
 /// **Example**
 /// ```cpp
 /// mldiag::efficiency::memory_probe probe([&] { return mldiag::torch_cuda::memory(0); });
-/// mon.observe_memory(probe.sample(step));
-/// double leak = probe.growth_per_step();  // bytes per step, robust to noise
+/// mon.observe(probe.sample(step));
+/// std::optional<double> leak = probe.growth_per_step();  // bytes per step, robust to noise
 /// ```
 class memory_probe {
  public:
@@ -194,17 +198,14 @@ class memory_probe {
       : allocator_(std::move(allocator)), growth_(growth_window) {}
   [[nodiscard]] memory_evidence sample(std::int64_t step) {
     memory_evidence m = with_host_memory(allocator_ ? allocator_() : memory_evidence{});
-    const int source = !std::isnan(m.allocated)  ? 1
-                       : !std::isnan(m.reserved) ? 2
-                       : !std::isnan(m.host_rss) ? 3
-                                                 : 0;
+    const int source = m.allocated ? 1 : m.reserved ? 2 : m.host_rss ? 3 : 0;
     if (source != source_) growth_.clear();  // a different quantity: its growth starts again
     source_ = source;
     if (source != 0)
       growth_.push(step, source == 1 ? m.allocated : source == 2 ? m.reserved : m.host_rss);
     return m;
   }
-  [[nodiscard]] double growth_per_step() const noexcept { return growth_.bytes_per_step(); }
+  [[nodiscard]] std::optional<double> growth_per_step() const noexcept { return growth_.bytes_per_step(); }
 
  private:
   memory_callback allocator_;

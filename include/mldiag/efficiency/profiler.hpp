@@ -5,6 +5,7 @@
 
 #include "mldiag/core/error.hpp"
 #include "mldiag/efficiency/timing.hpp"  // monotonic_clock
+#include "mldiag/evidence/observer.hpp"
 #include "mldiag/evidence/substructure.hpp"
 
 #include <array>
@@ -159,24 +160,16 @@ struct dominance {
   return d;
 }
 
-/// Something that takes per-layer times: `mldiag::monitor` (and anything with its
-/// `observe_layer_time(name, seconds)`).
-template <class S>
-concept layer_time_sink = requires(S& s, std::string_view name, double seconds) {
-  s.observe_layer_time(name, seconds);
-};
 
 /// Which time of a layer to pass on. `self` (the default) never counts nested time twice, so
 /// shares add up; `total` suits profiles without nesting (where they are equal).
 enum class time_basis : std::uint8_t { self, total };
 
-/// Passes each layer's time (both passes) to `sink.observe_layer_time`, in order, so that the
-/// monitor's `layer_dominates` detector reads them.
-template <layer_time_sink S>
-void observe_layer_times(S& sink, std::span<const layer_result> layers,
-                         time_basis basis = time_basis::self) {
-  for (const auto& l : layers)
-    sink.observe_layer_time(l.name, basis == time_basis::self ? l.self.sum() : l.total.sum());
+/// Passes each layer's time (both passes) to an observer (the monitor), in order, so that
+/// its `layer_dominates` detector reads them.
+template <observes<layer_timing> O>
+void observe_layer_times(O& to, std::span<const layer_result> layers, time_basis basis = time_basis::self) {
+  for (const auto& l : layers) to.observe(layer_timing{l.name, basis == time_basis::self ? l.self.sum() : l.total.sum()});
 }
 
 namespace detail {
@@ -453,8 +446,8 @@ class basic_layer_profiler {
   [[nodiscard]] pass_times by_prefix(std::string_view prefix) const {
     return rollup_by_prefix(results_, prefix);
   }
-  /// Passes the last step's layer times to `sink.observe_layer_time` (e.g. the monitor).
-  template <layer_time_sink S>
+  /// Passes the last step's layer times to an observer (the monitor).
+  template <observes<layer_timing> S>
   void observe(S& sink, time_basis basis = time_basis::self) const {
     observe_layer_times(sink, results_, basis);
   }

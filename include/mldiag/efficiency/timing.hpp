@@ -64,13 +64,11 @@ struct phase_times {
   [[nodiscard]] bool was_entered(phase p) const noexcept {
     return ((entered >> static_cast<unsigned>(p)) & 1U) != 0U;
   }
-  /// The snapshot's form: a named phase that was never marked is NaN ("not measured", so a
+  /// The snapshot's form: a named phase that was never marked is absent ("not measured", so a
   /// detector that needs it stays quiet rather than reading 0). The snapshot has no `other`
   /// field: it is `total` minus the named phases.
   [[nodiscard]] step_timings to_step_timings() const noexcept {
-    const auto get = [this](phase p) {
-      return was_entered(p) ? (*this)[p] : std::numeric_limits<double>::quiet_NaN();
-    };
+    const auto get = [this](phase p) { return was_entered(p) ? std::optional<double>((*this)[p]) : std::nullopt; };
     step_timings t;
     t.data_wait = get(phase::data_wait);
     t.forward = get(phase::forward);
@@ -112,7 +110,7 @@ struct phase_times {
 ///     loss.backward();
 ///   }
 ///   timer.mark(phase::optimizer);  opt.step();
-///   monitor.observe_timings(timer.end_step());
+///   monitor.observe(timer.end_step());
 /// }
 /// ```
 template <monotonic_clock Clock = std::chrono::steady_clock>
@@ -181,7 +179,7 @@ class basic_step_timer {
     return phase_scope(this, previous, depth_++, generation_);
   }
 
-  /// Closes the step and returns its timings (named phases never marked are NaN).
+  /// Closes the step and returns its timings (named phases never marked are absent).
   step_timings end_step() {
     const time_point now = Clock::now();
     if (!open_) throw error("step_timer::end_step: no step is open; call begin_step() first");

@@ -40,7 +40,7 @@ using diagnostic = std::vector<std::pair<std::string, diagnostic_value>>;
   signals::window losses(window == 0 ? 1 : window);
   for (std::size_t i = 0; i < past.size(); ++i) {
     const snapshot& s = past[i];
-    if (s.has_loss && std::isfinite(s.loss)) losses.push(s.loss);
+    if (s.loss && std::isfinite(*s.loss)) losses.push(*s.loss);
   }
   if (!losses.empty()) {
     out.emplace_back("loss/recent_mean", losses.mean());

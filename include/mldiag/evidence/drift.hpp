@@ -75,7 +75,7 @@ class scaled_sum_sq {
 /// ```cpp
 /// mldiag::drift_tracker drift(mldiag::drift_tracker::mode::sketch, 4096);
 /// drift.start("layers.0.w", w0);                 // at initialization
-/// rec.record_drift("layers.0.w", drift.observe("layers.0.w", w));  // every step
+/// rec.observe(mldiag::parameter_drift_of{"layers.0.w", drift.observe("layers.0.w", w)});  // every step
 /// ```
 class drift_tracker {
  public:

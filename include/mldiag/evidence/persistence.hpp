@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/evidence/observations.hpp"  // gradient_cosines
 #include "mldiag/evidence/sketch.hpp"
 
 #include <algorithm>  // std::clamp
@@ -18,15 +19,6 @@
 #include <vector>
 
 namespace mldiag {
-
-/// What gradient_persistence measures at the end of a step.
-struct gradient_cosines {
-  /// cos(g_t, g_{t-1}): the cosine between this step's gradients and the previous step's.
-  double consecutive = 0.0;
-  /// cos(g_t - g_{t-1}, g_{t-1} - g_{t-2}): the cosine between consecutive increments; absent
-  /// until three steps in a row have gradients.
-  std::optional<double> increments;
-};
 
 /// The cosines between the gradients of consecutive steps, and between their increments, over
 /// every gradient added in a step: the evidence that gradients are never zeroed.
@@ -56,7 +48,7 @@ struct gradient_cosines {
 /// ```cpp
 /// mldiag::gradient_persistence persist;
 /// for (auto& [name, g] : grads) persist.add(name, std::span<const float>(g));  // every step
-/// if (auto c = persist.finish_step()) mon.observe_grad_cosines(*c);
+/// if (auto c = persist.finish_step()) mon.observe(*c);
 /// ```
 class gradient_persistence {
  public:

@@ -4,6 +4,8 @@
 
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/error.hpp"
+#include "mldiag/evidence/observations.hpp"
+#include "mldiag/evidence/observer.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/entropy.hpp"
@@ -65,7 +67,7 @@ class history {
   bool reserved_ = false;
 };
 
-/// Records one step at a time: `begin_step`, then any of the `record_*` calls, then
+/// Records one step at a time: `begin_step`, then any of the `observe` calls, then
 /// `end_step`, which appends the snapshot to the history and returns it. Tensor names are
 /// interned on first sight (the only allocation for a name); after the first steps, a
 /// step allocates nothing (tests/evidence checks it with an allocation counter).
@@ -74,9 +76,9 @@ class history {
 /// ```cpp
 /// mldiag::recorder rec;
 /// rec.begin_step(step);
-/// rec.record_loss(loss);
-/// rec.record_lr(lr);
-/// for (auto& [name, g] : grads) rec.record(mldiag::role::gradient, name, g);
+/// rec.observe(mldiag::scalar::loss, loss);
+/// rec.observe(mldiag::scalar::learning_rate, lr);
+/// for (auto& [name, g] : grads) rec.observe(mldiag::role::gradient, name, g);
 /// const mldiag::snapshot& now = rec.end_step();
 /// ```
 class recorder {
@@ -93,190 +95,172 @@ class recorder {
     open_ = true;
   }
 
-  void record_loss(double loss) { require_open("record_loss"); current_.has_loss = true; current_.loss = loss; }
-  void record_val_loss(double v) { require_open("record_val_loss"); current_.has_val_loss = true; current_.val_loss = v; }
-  void record_lr(double lr) { require_open("record_lr"); current_.has_lr = true; current_.lr = lr; }
-  void record_loss_scale(double s) { require_open("record_loss_scale"); current_.has_loss_scale = true; current_.loss_scale = s; }
-  /// A global gradient norm computed elsewhere (e.g. by the optimizer's clipping).
-  void record_grad_norm(double norm) {
-    require_open("record_grad_norm");
-    current_.has_grad_norm = true;
-    current_.grad_norm = norm;
-  }
-  /// The cosine between this step's gradients and the previous step's, and optionally the
-  /// cosine between their consecutive increments (gradient_persistence::finish_step()).
-  void record_grad_cosine(double cosine, std::optional<double> increments = std::nullopt) {
-    require_open("record_grad_cosine");
-    const auto check = [](double c) {
-      if (!(c >= -1.0 - 1e-9 && c <= 1.0 + 1e-9)) {
-        throw error("recorder::record_grad_cosine: " + std::to_string(c) +
-                    " is not a cosine in [-1, 1]; record gradient_persistence::finish_step()'s values");
-      }
-    };
-    check(cosine);
-    if (increments) check(*increments);
-    current_.has_grad_cosine = true;
-    current_.grad_cosine = cosine;
-    current_.has_grad_increment_cosine = increments.has_value();
-    current_.grad_increment_cosine = increments.value_or(std::numeric_limits<double>::quiet_NaN());
-  }
-  void record_timings(const step_timings& t) { require_open("record_timings"); current_.timings = t; }
-  /// Memory evidence; every known value must be >= 0 and allocated must not exceed reserved
-  /// (reserved includes allocated in every caching allocator).
-  void record_memory(const memory_evidence& m) {
-    require_open("record_memory");
-    const std::pair<const char*, double> fields[] = {
-        {"allocated", m.allocated}, {"reserved", m.reserved}, {"peak", m.peak}, {"capacity", m.capacity},
-        {"largest_free_block", m.largest_free_block}, {"used", m.used}, {"host_rss", m.host_rss},
-        {"host_rss_peak", m.host_rss_peak}};
-    for (const auto& [field, v] : fields) {
-      if (!std::isnan(v) && !(v >= 0.0 && std::isfinite(v))) {
-        throw error(std::string("recorder::record_memory: ") + field + " is " + std::to_string(v) +
-                    "; give bytes >= 0, or NaN when unknown");
-      }
-    }
-    if (m.allocated > m.reserved) {
-      throw error("recorder::record_memory: allocated " + std::to_string(m.allocated) + " > reserved " +
-                  std::to_string(m.reserved) + "; reserved counts the allocator's whole pool, allocated blocks included");
-    }
-    current_.memory = m;
-  }
-  /// Efficiency evidence all at once (each field as its own record_* call checks it).
-  void record_efficiency(const efficiency_evidence& e) {
-    require_open("record_efficiency");
-    if (!std::isnan(e.mfu)) record_mfu(e.mfu);
-    if (!std::isnan(e.tensor_core_activity)) record_tensor_core_activity(e.tensor_core_activity);
-    if (!std::isnan(e.throughput) || !std::isnan(e.throughput_target)) record_throughput(e.throughput, e.throughput_target);
-    if (!std::isnan(e.communication_bytes) || !std::isnan(e.link_bandwidth)) {
-      record_communication(e.communication_bytes, e.link_bandwidth);
-    }
-  }
-  /// Model FLOPs utilization, a fraction in [0, 1] (efficiency/mfu.hpp computes it).
-  void record_mfu(double mfu) {
-    require_open("record_mfu");
-    require_fraction("record_mfu", "MFU", mfu, "above 1 means the FLOP count or the peak is wrong");
-    current_.efficiency.mfu = mfu;
-  }
-  /// Tensor-core activity (the active fraction DCGM or Nsight reports), in [0, 1].
-  void record_tensor_core_activity(double tca) {
-    require_open("record_tensor_core_activity");
-    require_fraction("record_tensor_core_activity", "tensor-core activity", tca, "give the active fraction, not a percentage");
-    current_.efficiency.tensor_core_activity = tca;
-  }
-  /// Achieved throughput and the user's target, in the same units per second (tokens/s,
-  /// samples/s); NaN target = none.
-  void record_throughput(double achieved, double target = std::numeric_limits<double>::quiet_NaN()) {
-    require_open("record_throughput");
-    require_rate("record_throughput", "throughput", achieved);
-    require_rate("record_throughput", "target", target);
-    current_.efficiency.throughput = achieved;
-    current_.efficiency.throughput_target = target;
-  }
-  /// Bytes the step's collectives moved and the bandwidth the link should give (bytes/s; NaN
-  /// = not known), judged against `step_timings::communication`.
-  void record_communication(double bytes, double link_bandwidth = std::numeric_limits<double>::quiet_NaN()) {
-    require_open("record_communication");
-    require_rate("record_communication", "bytes", bytes);
-    require_rate("record_communication", "link bandwidth", link_bandwidth);
-    current_.efficiency.communication_bytes = bytes;
-    current_.efficiency.link_bandwidth = link_bandwidth;
-  }
-  /// Each rank's step time in seconds, by rank (rank r at index r): its time up to the step's
-  /// synchronizing collective. The vector keeps its capacity, so this allocates only while the
-  /// rank count is new.
-  void record_rank_step_times(std::span<const double> seconds) {
-    require_open("record_rank_step_times");
-    for (std::size_t r = 0; r < seconds.size(); ++r) {
-      if (!(seconds[r] >= 0.0) || !std::isfinite(seconds[r])) {
-        throw error("recorder::record_rank_step_times: rank " + std::to_string(r) + " has time " +
-                    std::to_string(seconds[r]) + "; give seconds >= 0 for every rank");
-      }
-    }
-    current_.rank_step_times.assign(seconds.begin(), seconds.end());
-  }
-  /// Seconds one named layer took in this step (record layers in model order).
-  void record_layer_time(std::string_view layer, double seconds) {
-    require_open("record_layer_time");
-    if (!(seconds >= 0.0) || !std::isfinite(seconds)) {
-      throw error("recorder::record_layer_time '" + std::string(layer) + "': time " + std::to_string(seconds) +
-                  " is negative or not finite; give seconds >= 0");
-    }
-    current_.layer_times.push_back({names_.intern(layer), seconds});
+  /// A scalar of the step (`scalar::loss`, `learning_rate`, ...). NaN and Inf are recorded as
+  /// they are: a loss that blew up is evidence.
+  void observe(scalar s, double value) {
+    require_open("observe");
+    current_.of(s) = value;
   }
 
   /// Statistics already computed (e.g. by a stats_plan or the CUDA kernels).
-  void record(role r, std::string_view name, const tensor_stats& s) {
-    require_open("record");
+  void observe(role r, std::string_view name, const tensor_stats& s) {
+    require_open("observe");
     current_.of(r).push_back({names_.intern(name), s});
   }
   /// Computes the statistics of a host tensor and records them.
   template <tensor V>
-  void record(role r, std::string_view name, const V& x) {
-    record(r, name, compute_stats(x));
+  void observe(role r, std::string_view name, const V& x) {
+    observe(r, name, compute_stats(x));
   }
   /// Not a tensor: this overload exists to say why, at compile time.
   template <class V>
     requires(!tensor<V> && !std::is_same_v<V, tensor_stats>)
-  void record(role, std::string_view, const V&) {
+  void observe(role, std::string_view, const V&) {
     detail::explain_not_a_tensor<V>();
   }
-  /// Relative drift of a parameter from its initialization (see drift_tracker).
-  void record_drift(std::string_view name, double relative_drift) {
-    require_open("record_drift");
-    current_.drift.emplace_back(names_.intern(name), relative_drift);
-  }
-  /// Row entropy of attention (or any) probabilities or logits.
-  void record_entropy(std::string_view name, const entropy_stats& e) {
-    require_open("record_entropy");
-    current_.attention.push_back({names_.intern(name), e});
-  }
-  /// Expert loads of a router over the step (token counts or summed probabilities).
-  void record_router_load(std::string_view name, std::span<const double> loads) {
-    require_open("record_router_load");
-    router_evidence r{names_.intern(name)};
-    r.experts = static_cast<std::uint32_t>(loads.size());
-    double total = 0.0, top = 0.0;
-    for (double l : loads) {
-      if (!(l >= 0.0) || !std::isfinite(l)) {
-        throw error("recorder::record_router_load '" + std::string(name) + "': a load is negative or not finite");
+
+  /// The cosine between this step's gradients and the previous step's, and between their
+  /// consecutive increments where known (gradient_persistence::finish_step()).
+  void observe(const gradient_cosines& c) {
+    require_open("observe");
+    const auto check = [](double x) {
+      if (!(x >= -1.0 - 1e-9 && x <= 1.0 + 1e-9)) {
+        throw error("recorder::observe(gradient_cosines): " + std::to_string(x) +
+                    " is not a cosine in [-1, 1]; record gradient_persistence::finish_step()'s values");
       }
-      total += l;
-      top = l > top ? l : top;
-      r.dead += l == 0.0 ? 1u : 0u;
+    };
+    check(c.consecutive);
+    if (c.increments) check(*c.increments);
+    current_.grad_cosine = c.consecutive;
+    current_.grad_increment_cosine = c.increments;
+  }
+  /// Step-phase timings; each phase given must be seconds >= 0.
+  void observe(const step_timings& t) {
+    require_open("observe");
+    for (const auto& [phase, v] : {std::pair{"data_wait", t.data_wait}, {"forward", t.forward}, {"backward", t.backward},
+                                   {"optimizer", t.optimizer}, {"communication", t.communication}, {"total", t.total}}) {
+      if (v && !(*v >= 0.0 && std::isfinite(*v))) {
+        throw error(std::string("recorder::observe(step_timings): ") + phase + " is " + std::to_string(*v) +
+                    "; give seconds >= 0, or leave the phase unset when it was not measured");
+      }
+    }
+    current_.timings = t;
+  }
+  /// Memory evidence; every value given must be bytes >= 0 and allocated must not exceed
+  /// reserved (reserved includes allocated in every caching allocator).
+  void observe(const memory_evidence& m) {
+    require_open("observe");
+    for (const auto& [field, v] : {std::pair{"allocated", m.allocated}, {"reserved", m.reserved}, {"peak", m.peak},
+                                   {"capacity", m.capacity}, {"largest_free_block", m.largest_free_block}, {"used", m.used},
+                                   {"host_rss", m.host_rss}, {"host_rss_peak", m.host_rss_peak}}) {
+      if (v && !(*v >= 0.0 && std::isfinite(*v))) {
+        throw error(std::string("recorder::observe(memory_evidence): ") + field + " is " + std::to_string(*v) +
+                    "; give bytes >= 0, or leave it unset when it was not measured");
+      }
+    }
+    if (m.allocated && m.reserved && *m.allocated > *m.reserved) {
+      throw error("recorder::observe(memory_evidence): allocated " + std::to_string(*m.allocated) + " > reserved " +
+                  std::to_string(*m.reserved) + "; reserved counts the allocator's whole pool, allocated blocks included");
+    }
+    current_.memory = m;
+  }
+  /// Efficiency evidence: the values given join what the step has (a later call may add the
+  /// throughput to an MFU recorded before). MFU and tensor-core activity are fractions in
+  /// [0, 1] (efficiency/mfu.hpp computes MFU); throughput and its target are in the same
+  /// units per second (tokens/s, samples/s); the bytes the step's collectives moved and the
+  /// bandwidth the link should give (bytes/s) are judged against `step_timings::communication`.
+  void observe(const efficiency_evidence& e) {
+    require_open("observe");
+    if (e.mfu) require_fraction("MFU", *e.mfu, "above 1 means the FLOP count or the peak is wrong");
+    if (e.tensor_core_activity)
+      require_fraction("tensor-core activity", *e.tensor_core_activity, "give the active fraction, not a percentage");
+    require_rate("throughput", e.throughput);
+    require_rate("throughput target", e.throughput_target);
+    require_rate("communication bytes", e.communication_bytes);
+    require_rate("link bandwidth", e.link_bandwidth);
+    auto& to = current_.efficiency;
+    for (auto [from, into] : {std::pair{&e.mfu, &to.mfu}, {&e.tensor_core_activity, &to.tensor_core_activity},
+                              {&e.throughput, &to.throughput}, {&e.throughput_target, &to.throughput_target},
+                              {&e.communication_bytes, &to.communication_bytes}, {&e.link_bandwidth, &to.link_bandwidth}})
+      if (*from) *into = *from;
+  }
+  /// Each rank's step time. The vector keeps its capacity, so this allocates only while the
+  /// rank count is new.
+  void observe(const rank_step_times& t) {
+    require_open("observe");
+    for (std::size_t r = 0; r < t.seconds.size(); ++r) {
+      if (!(t.seconds[r] >= 0.0) || !std::isfinite(t.seconds[r])) {
+        throw error("recorder::observe(rank_step_times): rank " + std::to_string(r) + " has time " +
+                    std::to_string(t.seconds[r]) + "; give seconds >= 0 for every rank");
+      }
+    }
+    current_.rank_step_times.assign(t.seconds.begin(), t.seconds.end());
+  }
+  /// Seconds one named layer took in this step.
+  void observe(const layer_timing& t) {
+    require_open("observe");
+    if (!(t.seconds >= 0.0) || !std::isfinite(t.seconds)) {
+      throw error("recorder::observe(layer_timing) '" + std::string(t.layer) + "': time " + std::to_string(t.seconds) +
+                  " is negative or not finite; give seconds >= 0");
+    }
+    current_.layer_times.push_back({names_.intern(t.layer), t.seconds});
+  }
+  /// A parameter's relative drift from its initialization (see drift_tracker).
+  void observe(const parameter_drift_of& d) {
+    require_open("observe");
+    current_.drift.emplace_back(names_.intern(d.parameter), d.relative);
+  }
+  /// Row entropies of attention (or any) probabilities or logits.
+  void observe(const row_entropy& e) {
+    require_open("observe");
+    current_.attention.push_back({names_.intern(e.tensor), e.stats});
+  }
+  /// A router's expert loads over the step.
+  void observe(const router_load& l) {
+    require_open("observe");
+    router_evidence r{names_.intern(l.router)};
+    r.experts = static_cast<std::uint32_t>(l.loads.size());
+    double total = 0.0, top = 0.0;
+    for (double x : l.loads) {
+      if (!(x >= 0.0) || !std::isfinite(x)) {
+        throw error("recorder::observe(router_load) '" + std::string(l.router) + "': a load is negative or not finite");
+      }
+      total += x;
+      top = x > top ? x : top;
+      r.dead += x == 0.0 ? 1u : 0u;
     }
     r.total_load = total;
-    if (total > 0.0 && loads.size() > 1) {
+    if (total > 0.0 && l.loads.size() > 1) {
       double h = 0.0;
-      for (double l : loads)
-        if (l > 0.0) h -= (l / total) * std::log(l / total);
-      r.normalized_entropy = h / std::log(static_cast<double>(loads.size()));
-      r.max_over_mean = top / (total / static_cast<double>(loads.size()));
+      for (double x : l.loads)
+        if (x > 0.0) h -= (x / total) * std::log(x / total);
+      r.normalized_entropy = h / std::log(static_cast<double>(l.loads.size()));
+      r.max_over_mean = top / (total / static_cast<double>(l.loads.size()));
     }
     current_.routers.push_back(r);
   }
-  /// The expert load counted from a router's assignments: each token's expert index in
-  /// [0, experts) (top-k routing gives k indices per token, in any order), so no framework
-  /// call is needed to count them (the example transformer's two `torch::bincount` calls cost
-  /// about 20 µs a step; issue 18). Throws `mldiag::error` for an index outside the range.
+  /// A router's load counted from its assignments, so no framework call is needed to count
+  /// them (the example transformer's two `torch::bincount` calls cost about 20 µs a step).
+  /// Throws `mldiag::error` for an index outside [0, experts).
   template <std::integral I>
-  void record_router_assignments(std::string_view name, std::span<const I> assignments, std::size_t experts) {
-    require_open("record_router_assignments");
-    if (experts == 0) {
-      throw error("recorder::record_router_assignments '" + std::string(name) +
+  void observe(const router_assignments<I>& a) {
+    require_open("observe");
+    if (a.experts == 0) {
+      throw error("recorder::observe(router_assignments) '" + std::string(a.router) +
                   "': 0 experts; pass the number of experts the router chooses from");
     }
-    expert_counts_.assign(experts, 0.0);  // keeps its capacity: no allocation after the first step
-    for (const I a : assignments) {
-      bool outside = static_cast<std::uint64_t>(a) >= experts;
-      if constexpr (std::is_signed_v<I>) outside = outside || a < 0;
+    expert_counts_.assign(a.experts, 0.0);  // keeps its capacity: no allocation after the first step
+    for (const I e : a.chosen) {
+      bool outside = static_cast<std::uint64_t>(e) >= a.experts;
+      if constexpr (std::is_signed_v<I>) outside = outside || e < 0;
       if (outside) {
-        throw error("recorder::record_router_assignments '" + std::string(name) + "': expert index " +
-                    std::to_string(a) + " is outside [0, " + std::to_string(experts) +
+        throw error("recorder::observe(router_assignments) '" + std::string(a.router) + "': expert index " +
+                    std::to_string(e) + " is outside [0, " + std::to_string(a.experts) +
                     "); pass the router's chosen expert indices and its number of experts");
       }
-      expert_counts_[static_cast<std::size_t>(a)] += 1.0;
+      expert_counts_[static_cast<std::size_t>(e)] += 1.0;
     }
-    record_router_load(name, expert_counts_);
+    observe(router_load{a.router, expert_counts_});
   }
 
   /// Closes the step: the snapshot joins the history; the reference stays valid until the
@@ -291,11 +275,11 @@ class recorder {
 
   /// An evaluation of a closed step (a validation loss measured after it): sets the val_loss
   /// of its snapshot in the history and returns the snapshot. Throws mldiag::error while a
-  /// step is open (record the open step's with record_val_loss) or when `step` is not kept.
+  /// step is open (record the open step's as scalar::val_loss) or when `step` is not kept.
   const snapshot& record_evaluation(std::int64_t step, double val_loss) {
     if (open_) {
       throw error("recorder::record_evaluation: step " + std::to_string(current_.step) +
-                  " is open; record an evaluation after end_step(), or the open step's with record_val_loss");
+                  " is open; record an evaluation after end_step(), or the open step's as observe(scalar::val_loss, v)");
     }
     snapshot* s = history_.find(step);
     if (s == nullptr) {
@@ -306,12 +290,8 @@ class recorder {
                                           std::to_string(history_.back().step)) +
                   "); record evaluations at a closed step that is still kept");
     }
-    s->has_val_loss = true;
     s->val_loss = val_loss;
-    if (current_.step == step) {
-      current_.has_val_loss = true;
-      current_.val_loss = val_loss;
-    }
+    if (current_.step == step) current_.val_loss = val_loss;
     return *s;
   }
 
@@ -328,15 +308,16 @@ class recorder {
   void require_open(const char* who) const {
     if (!open_) throw error(std::string("recorder::") + who + ": no step is open; call begin_step(step) first");
   }
-  static void require_fraction(const char* who, const char* what, double v, const char* hint) {
+  static void require_fraction(const char* what, double v, const char* hint) {
     if (!(v >= 0.0 && v <= 1.0)) {
-      throw error(std::string("recorder::") + who + ": " + what + " " + std::to_string(v) + " is outside [0, 1]; " + hint);
+      throw error(std::string("recorder::observe(efficiency_evidence): ") + what + " " + std::to_string(v) +
+                  " is outside [0, 1]; " + hint);
     }
   }
-  // NaN passes: it means "not measured".
-  static void require_rate(const char* who, const char* what, double v) {
-    if (!std::isnan(v) && !(v >= 0.0 && std::isfinite(v))) {
-      throw error(std::string("recorder::") + who + ": " + what + " " + std::to_string(v) + " is negative or infinite");
+  static void require_rate(const char* what, const std::optional<double>& v) {
+    if (v && !(*v >= 0.0 && std::isfinite(*v))) {
+      throw error(std::string("recorder::observe(efficiency_evidence): ") + what + " " + std::to_string(*v) +
+                  " is negative or not finite; leave it unset when it was not measured");
     }
   }
 
@@ -347,5 +328,7 @@ class recorder {
   std::vector<double> expert_counts_;  // record_router_assignments' counts
   bool open_ = false;
 };
+
+static_assert(observer<recorder>);
 
 }  // namespace mldiag

@@ -5,6 +5,8 @@
 
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
+#include "mldiag/vocab/metric.hpp"
+#include "mldiag/vocab/role.hpp"
 
 #include <array>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,16 +55,6 @@ class name_table {
   std::unordered_map<std::string, std::uint32_t, hash, std::equal_to<>> ids_;
 };
 
-/// What a tensor is to the model; detectors read the roles they are about.
-/// `update` is the optimizer's step for a parameter (new minus old value), recorded under the
-/// parameter's name. `input` is a batch of what the model reads (features, pixels, spectra;
-/// not token ids), for the first check of the method: are the inputs normalized?
-enum class role : std::uint8_t { gradient, parameter, activation, residual_input, block_output, update, input };
-
-/// Every role, in the order reports list them.
-inline constexpr std::array<role, 7> all_roles{role::gradient,     role::parameter,    role::activation, role::residual_input,
-                                               role::block_output, role::update,       role::input};
-
 /// A tensor's statistics in a snapshot: `id` indexes the recorder's name_table.
 struct tensor_evidence {
   std::uint32_t id;
@@ -84,14 +77,10 @@ struct router_evidence {
   double total_load = 0.0;             ///< the loads' sum (tokens routed; 0 when not known)
 };
 
-/// Optional step-phase timings, in seconds (NaN where not measured).
+/// Step-phase timings, in seconds; a phase that was not measured is absent.
 struct step_timings {
-  double data_wait = std::numeric_limits<double>::quiet_NaN();
-  double forward = std::numeric_limits<double>::quiet_NaN();
-  double backward = std::numeric_limits<double>::quiet_NaN();
-  double optimizer = std::numeric_limits<double>::quiet_NaN();
-  double communication = std::numeric_limits<double>::quiet_NaN();
-  double total = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> data_wait = {}, forward = {}, backward = {}, optimizer = {}, communication = {}, total = {};
+  friend bool operator==(const step_timings&, const step_timings&) = default;
 };
 
 /// Time spent in one named layer during a step (forward, or forward and backward where the
@@ -101,80 +90,64 @@ struct layer_time {
   double seconds;
 };
 
-/// Optional memory evidence, in bytes (NaN where not measured). A caching allocator (LibTorch's,
+/// Memory evidence, in bytes; what was not measured is absent. A caching allocator (LibTorch's,
 /// or one of the user's) reports `allocated` (held by live tensors), `reserved` (held by the
 /// allocator: allocated plus its cached free blocks), `peak` and, where it can,
 /// `largest_free_block`; the driver reports `capacity` and `used` (`cudaMemGetInfo`: total and
 /// total - free, every process and the context included); on the host, `host_rss` and
 /// `host_rss_peak` (efficiency/memory.hpp reads them).
 struct memory_evidence {
-  double allocated = std::numeric_limits<double>::quiet_NaN();
-  double reserved = std::numeric_limits<double>::quiet_NaN();
-  double peak = std::numeric_limits<double>::quiet_NaN();
-  double capacity = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> allocated = {}, reserved = {}, peak = {}, capacity = {};
   /// The largest contiguous free block the allocator could hand out without asking the driver.
-  double largest_free_block = std::numeric_limits<double>::quiet_NaN();
-  double used = std::numeric_limits<double>::quiet_NaN();
-  double host_rss = std::numeric_limits<double>::quiet_NaN();
-  double host_rss_peak = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> largest_free_block = {};
+  std::optional<double> used = {}, host_rss = {}, host_rss_peak = {};
 
-  /// 1 - allocated / reserved: the share of the allocator's memory that no tensor uses (NaN
+  /// 1 - allocated / reserved: the share of the allocator's memory that no tensor uses (absent
   /// unless both are known and reserved > 0).
-  [[nodiscard]] double fragmentation() const noexcept {
-    if (!(reserved > 0.0) || std::isnan(allocated)) return std::numeric_limits<double>::quiet_NaN();
-    return 1.0 - allocated / reserved;
+  [[nodiscard]] std::optional<double> fragmentation() const noexcept {
+    if (!reserved || !(*reserved > 0.0) || !allocated) return std::nullopt;
+    return 1.0 - *allocated / *reserved;
   }
-  /// The fullest of allocated, reserved and used, over capacity (NaN unless capacity and one
-  /// of them are known).
-  [[nodiscard]] double fill() const noexcept {
-    double top = std::numeric_limits<double>::quiet_NaN();
-    for (double v : {allocated, reserved, used})
-      if (!std::isnan(v) && !(top >= v)) top = v;
-    return capacity > 0.0 ? top / capacity : std::numeric_limits<double>::quiet_NaN();
+  /// The fullest of allocated, reserved and used, over capacity (absent unless capacity > 0
+  /// and one of them are known).
+  [[nodiscard]] std::optional<double> fill() const noexcept {
+    std::optional<double> top;
+    for (const auto& v : {allocated, reserved, used})
+      if (v && !(top >= *v)) top = *v;
+    if (!top || !capacity || !(*capacity > 0.0)) return std::nullopt;
+    return *top / *capacity;
   }
+  friend bool operator==(const memory_evidence&, const memory_evidence&) = default;
 };
 
-/// Optional efficiency evidence of a step (NaN where not measured): model FLOPs utilization
+/// Efficiency evidence of a step (absent where not measured): model FLOPs utilization
 /// and tensor-core activity as fractions (0..1), throughput and the user's target in the
 /// same units per second (tokens/s, samples/s), and the bytes the step's collectives moved
 /// with the bandwidth the user expects of the link (bytes/s), judged against
 /// `step_timings::communication`.
 struct efficiency_evidence {
-  double mfu = std::numeric_limits<double>::quiet_NaN();
-  double tensor_core_activity = std::numeric_limits<double>::quiet_NaN();
-  double throughput = std::numeric_limits<double>::quiet_NaN();
-  double throughput_target = std::numeric_limits<double>::quiet_NaN();
-  double communication_bytes = std::numeric_limits<double>::quiet_NaN();
-  double link_bandwidth = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> mfu = {}, tensor_core_activity = {}, throughput = {}, throughput_target = {}, communication_bytes = {},
+                        link_bandwidth = {};
+  friend bool operator==(const efficiency_evidence&, const efficiency_evidence&) = default;
 };
 
-/// One step's evidence. Scalars that were not recorded are NaN and their `has_*` flag false
-/// (a NaN loss that *was* recorded is evidence: `has_loss` true, `loss` NaN).
+/// One step's evidence. What was not recorded is absent (`std::nullopt`); what was recorded as
+/// NaN or Inf is evidence (a loss that blew up: `loss` holds NaN). One convention for every
+/// value of the snapshot, the recorder, the reports and the log readers.
 /// Vectors are cleared, not freed, between steps, so a reused snapshot stops allocating once
 /// it has seen the largest step.
 struct snapshot {
   std::int64_t step = -1;
-  bool has_loss = false;
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  bool has_val_loss = false;
-  double val_loss = std::numeric_limits<double>::quiet_NaN();
-  bool has_lr = false;
-  double lr = std::numeric_limits<double>::quiet_NaN();
-  bool has_loss_scale = false;
-  double loss_scale = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> loss, val_loss, lr, loss_scale;
   /// A global gradient norm given directly (logs often have only this, clip_grad_norm_
-  /// returns it). `has_grad_norm` says whether one was given: a given NaN or Inf is evidence
-  /// (a skipped fp16 step, or a real failure), not an absent value.
-  bool has_grad_norm = false;
-  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  /// returns it): a given NaN or Inf is evidence (a skipped fp16 step, or a real failure).
+  std::optional<double> grad_norm;
   /// The cosine between this step's gradients and the previous step's (gradient_persistence,
   /// evidence/persistence.hpp): near 1 for long when gradients are never zeroed.
-  bool has_grad_cosine = false;
-  double grad_cosine = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> grad_cosine;
   /// The cosine between consecutive increments of the gradients (g_t - g_{t-1} against
   /// g_{t-1} - g_{t-2}): about -0.5 for mini-batch noise, 0 or more when gradients accumulate.
-  bool has_grad_increment_cosine = false;
-  double grad_increment_cosine = std::numeric_limits<double>::quiet_NaN();
+  std::optional<double> grad_increment_cosine;
 
   std::vector<tensor_evidence> gradients, parameters, activations, residual_inputs, block_outputs, updates, inputs;
   /// Relative drift from initialization, ||theta - theta0|| / ||theta0||, by parameter id
@@ -192,10 +165,8 @@ struct snapshot {
 
   /// Resets for a new step, keeping every vector's capacity.
   void clear(std::int64_t new_step) noexcept {
-    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     step = new_step;
-    has_loss = has_val_loss = has_lr = has_loss_scale = has_grad_norm = has_grad_cosine = has_grad_increment_cosine = false;
-    loss = val_loss = lr = loss_scale = grad_norm = grad_cosine = grad_increment_cosine = nan;
+    for (auto* v : {&loss, &val_loss, &lr, &loss_scale, &grad_norm, &grad_cosine, &grad_increment_cosine}) v->reset();
     for (auto* v : {&gradients, &parameters, &activations, &residual_inputs, &block_outputs, &updates, &inputs}) v->clear();
     drift.clear();
     attention.clear();
@@ -242,18 +213,31 @@ struct snapshot {
     return const_cast<std::vector<tensor_evidence>&>(std::as_const(*this).of(r));
   }
 
-  /// Whether a global gradient norm exists this step: given, or computable from gradients.
-  [[nodiscard]] bool has_global_grad_norm() const noexcept { return has_grad_norm || !gradients.empty(); }
+  /// The value of a scalar, as recorded (absent when it was not).
+  [[nodiscard]] const std::optional<double>& of(scalar s) const noexcept {
+    switch (s) {
+      case scalar::loss: return loss;
+      case scalar::val_loss: return val_loss;
+      case scalar::learning_rate: return lr;
+      case scalar::loss_scale: return loss_scale;
+      case scalar::grad_norm: return grad_norm;
+    }
+    return loss;
+  }
+  [[nodiscard]] std::optional<double>& of(scalar s) noexcept {
+    return const_cast<std::optional<double>&>(std::as_const(*this).of(s));
+  }
+
   /// The global gradient norm: `grad_norm` when given (NaN or Inf included), else the norm of
   /// every recorded gradient as a framework computes it: NaN when an element is NaN, +Inf when
-  /// one is infinite (see `norm_of`). NaN also when neither exists: ask has_global_grad_norm().
+  /// one is infinite (see `norm_of`). Absent when neither exists.
   //
   // The same value as norm_of of the gradients' merged statistics (within a few ulps: each
   // tensor's sum of squares, m2 + n mean^2, summed at the largest of their power-of-two scales,
   // so no square overflows), without the merge: Chan's merge is a division and two two-sums a
   // tensor, and 300 of them were half of the default detector set's time per step (issue 18).
-  [[nodiscard]] double global_grad_norm() const noexcept {
-    if (has_grad_norm || gradients.empty()) return grad_norm;
+  [[nodiscard]] std::optional<double> global_grad_norm() const noexcept {
+    if (grad_norm || gradients.empty()) return grad_norm;
     bool nan = false, inf = false;
     int top = std::numeric_limits<int>::min();
     for (const auto& g : gradients) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/protocol/evidence_summary.hpp"
 #include "mldiag/protocol/log.hpp"
 #include "mldiag/protocol/pattern_tables.hpp"

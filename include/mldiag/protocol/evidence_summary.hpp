@@ -2,11 +2,11 @@
 /// What a diagnosis compares: the evidence of a run summarized into checks, and localization.
 #pragma once
 
-#include "mldiag/detectors/finding.hpp"
-#include "mldiag/detectors/convergence.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/evidence/substructure.hpp"
 #include "mldiag/signals/window.hpp"
+#include "mldiag/vocab/thresholds.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -35,7 +35,7 @@ struct obvious_checks {
 
 /// The checks the history itself can answer: learning rate sane and no NaN/Inf; the loss
 /// against ln(classes) when `classes` > 1. Labels are the caller's to check. The lines are
-/// the detectors' (lr_sanity's `max_lr`, initial_loss's): one policy, not two.
+/// the detectors' defaults (vocab/thresholds.hpp): one policy, not two.
 [[nodiscard]] inline obvious_checks check_obvious(const history& past, double classes = 0) {
   using r = obvious_checks::result;
   obvious_checks c;
@@ -43,19 +43,19 @@ struct obvious_checks {
   double first_loss = std::nan("");
   for (std::size_t i = 0; i < past.size(); ++i) {
     const snapshot& s = past[i];
-    if (s.has_lr) {
+    if (s.lr) {
       any_lr = true;
-      lr_ok = lr_ok && std::isfinite(s.lr) && s.lr >= 0.0 && s.lr <= detectors::lr_sanity::config{}.max_lr;
+      lr_ok = lr_ok && std::isfinite(*s.lr) && *s.lr >= 0.0 && *s.lr <= thresholds::max_learning_rate;
     }
-    if (s.has_loss && std::isnan(first_loss)) first_loss = s.loss;
-    if (s.has_loss && !std::isfinite(s.loss)) finite = false;
+    if (s.loss && std::isnan(first_loss)) first_loss = *s.loss;
+    if (s.loss && !std::isfinite(*s.loss)) finite = false;
     for (role ro : {role::gradient, role::activation})
       for (const auto& t : s.of(ro)) finite = finite && t.stats.non_finite() == 0;
   }
   if (any_lr) c.learning_rate_sane = lr_ok ? r::passed : r::failed;
   c.no_nan_inf = finite ? r::passed : r::failed;
   if (classes > 1 && std::isfinite(first_loss)) {
-    c.loss_matches_task = detectors::initial_loss::near_chance(first_loss, classes) ? r::passed : r::failed;
+    c.loss_matches_task = thresholds::near_chance(first_loss, classes) ? r::passed : r::failed;
   }
   return c;
 }
@@ -89,7 +89,7 @@ struct evidence_summary {
   e.tensors = past.back().gradients.size() + past.back().activations.size() + past.back().parameters.size();
   signals::window losses(window);
   for (std::size_t i = 0; i < past.size(); ++i)
-    if (past[i].has_loss && std::isfinite(past[i].loss)) losses.push(past[i].loss);
+    if (past[i].loss && std::isfinite(*past[i].loss)) losses.push(*past[i].loss);
   if (!losses.empty()) {
     e.recent_loss = losses.mean();
     e.loss_trend_t = signals::slope(losses).t_stat;

@@ -2,7 +2,7 @@
 /// The method's pattern tables as data: evidence signature -> likely cause -> first action.
 #pragma once
 
-#include "mldiag/detectors/symptoms.hpp"
+#include "mldiag/vocab/symptom.hpp"
 
 #include <array>
 #include <span>

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,7 +32,7 @@ class jsonl_report final : public monitor_sink {
   }
   void on_evaluation(const snapshot& s, const name_table&) override {
     step_ = s.step;
-    out_.evaluation(s.step, s.val_loss);
+    out_.evaluation(s.step, s.val_loss.value_or(std::numeric_limits<double>::quiet_NaN()));
   }
   void on_finding(const finding& f) override { out_.finding(step_, f); }
   void on_finish(const monitor& mon) override {
@@ -55,11 +56,9 @@ class html_report final : public monitor_sink {
   void on_step(const snapshot& s, const name_table& names) override {
     step_ = s.step;
     run_.add_step(s.step);
-    if (s.has_loss) run_.set("loss", s.loss);
-    if (s.has_val_loss) run_.set("val_loss", s.val_loss);
-    if (s.has_lr) run_.set("lr", s.lr);
-    if (s.has_loss_scale) run_.set("loss_scale", s.loss_scale);
-    if (s.has_global_grad_norm()) run_.set("grad/global_norm", s.global_grad_norm());
+    for (const scalar m : {scalar::loss, scalar::val_loss, scalar::learning_rate, scalar::loss_scale})
+      if (const auto& v = s.of(m)) run_.set(metric_name(m), *v);
+    if (const auto g = s.global_grad_norm()) run_.set(metric_name(scalar::grad_norm), *g);
     for (const auto& t : s.gradients) {
       key_.assign("grad/");
       key_ += names[t.id];
@@ -70,7 +69,7 @@ class html_report final : public monitor_sink {
   void on_evaluation(const snapshot& s, const name_table&) override {
     for (std::size_t i = run_.steps.size(); i-- > 0;) {
       if (run_.steps[i] != s.step) continue;
-      run_.metric_values[run_.column("val_loss")][i] = s.val_loss;
+      run_.metric_values[run_.column("val_loss")][i] = s.val_loss.value_or(std::numeric_limits<double>::quiet_NaN());
       return;
     }
   }

@@ -3,7 +3,7 @@
 /// its severity rises or a new place joins — one readable line each, to stderr or a stream.
 #pragma once
 
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/report/episodes.hpp"
 #include "mldiag/report/format.hpp"
 
@@ -47,7 +47,7 @@ struct console_options {
 /// **Example**
 /// ```cpp
 /// mldiag::monitor mon;
-/// mon.add_sink(mldiag::report::console_sink());  // stderr, warnings and above
+/// mon.attach(mldiag::report::console_sink());  // stderr, warnings and above
 /// ```
 class console_sink {
  public:

@@ -7,7 +7,7 @@
 // Standard library only (and finding / run_log, which are too): the console sink, the
 // monitor's users and the log readers include this without paying for fmt.
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/report/run_log.hpp"
 
 #include <cstddef>
@@ -89,7 +89,7 @@ struct episode_news {
 /// **Example**
 /// ```cpp
 /// mldiag::report::episode_tracker episodes;
-/// mon.add_sink([&](const mldiag::finding& f) {
+/// mon.attach([&](const mldiag::finding& f) {
 ///   if (episodes.add(f).is_news()) alert(f);  // once per onset, rise or new place
 /// });
 /// ```

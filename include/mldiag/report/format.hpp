@@ -5,7 +5,7 @@
 
 // The heavy part (fmt) lives here, not in the core headers: a user of mldiag/stats pays
 // nothing for the reports (tests/headers checks it).
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 #include "mldiag/protocol/diagnosis.hpp"
 #include "mldiag/protocol/evidence_summary.hpp"
@@ -97,22 +97,19 @@ Out format_diagnosis(Out out, const protocol::diagnosis<P>& d, bool detailed) {
 template <class Out>
 Out format_snapshot(Out out, const snapshot& s, const name_table* names, bool detailed) {
   out = fmt::format_to(out, "step {}:", s.step);
-  if (s.has_loss) out = fmt::format_to(out, " loss={:.6g}", s.loss);
-  if (s.has_val_loss) out = fmt::format_to(out, " val_loss={:.6g}", s.val_loss);
-  if (s.has_lr) out = fmt::format_to(out, " lr={:.3g}", s.lr);
-  if (s.has_loss_scale) out = fmt::format_to(out, " loss_scale={:g}", s.loss_scale);
-  if (const double g = s.global_grad_norm(); s.has_global_grad_norm()) out = fmt::format_to(out, " grad_norm={:.4g}", g);
+  if (s.loss) out = fmt::format_to(out, " loss={:.6g}", *s.loss);
+  if (s.val_loss) out = fmt::format_to(out, " val_loss={:.6g}", *s.val_loss);
+  if (s.lr) out = fmt::format_to(out, " lr={:.3g}", *s.lr);
+  if (s.loss_scale) out = fmt::format_to(out, " loss_scale={:g}", *s.loss_scale);
+  if (const auto g = s.global_grad_norm()) out = fmt::format_to(out, " grad_norm={:.4g}", *g);
   if (!detailed) {
     return fmt::format_to(out, " ({} gradients, {} parameters, {} activations)", s.gradients.size(), s.parameters.size(),
                           s.activations.size());
   }
   auto label = [&](std::uint32_t id) { return names != nullptr && id < names->size() ? std::string((*names)[id]) : fmt::format("#{}", id); };
   for (const role r : all_roles) {
-    static constexpr std::string_view role_names[] = {"gradient",     "parameter", "activation", "residual input",
-                                                      "block output", "update",    "input"};
-    static_assert(std::size(role_names) == all_roles.size());
     for (const auto& t : s.of(r)) {
-      out = fmt::format_to(out, "\n  {} {}: n={} l2={:.6g} mean={:.4g} std={:.4g} min={:.4g} max={:.4g}", role_names[static_cast<int>(r)],
+      out = fmt::format_to(out, "\n  {} {}: n={} l2={:.6g} mean={:.4g} std={:.4g} min={:.4g} max={:.4g}", name(r),
                            label(t.id), t.stats.count, t.stats.l2_norm(), t.stats.mean(), t.stats.stddev(), t.stats.min, t.stats.max);
       if (t.stats.non_finite() > 0) out = fmt::format_to(out, " NaN={} +Inf={} -Inf={}", t.stats.nan, t.stats.pos_inf, t.stats.neg_inf);
     }
@@ -123,9 +120,15 @@ Out format_snapshot(Out out, const snapshot& s, const name_table* names, bool de
   for (const auto& r : s.routers)
     out = fmt::format_to(out, "\n  router {}: {} experts, {} dead, max/mean load={:.3g}", label(r.id), r.experts, r.dead, r.max_over_mean);
   for (const auto& [id, d] : s.drift) out = fmt::format_to(out, "\n  drift {}: {:.4g}", label(id), d);
-  if (!std::isnan(s.timings.total)) out = fmt::format_to(out, "\n  step time {:.4g} s (data wait {:.4g} s)", s.timings.total, s.timings.data_wait);
+  if (const auto& t = s.timings; t.total) {
+    out = fmt::format_to(out, "\n  step time {:.4g} s", *t.total);
+    if (t.data_wait) out = fmt::format_to(out, " (data wait {:.4g} s)", *t.data_wait);
+  }
   for (const auto& l : s.layer_times) out = fmt::format_to(out, "\n  layer time {}: {:.4g} s", label(l.id), l.seconds);
-  if (!std::isnan(s.memory.allocated)) out = fmt::format_to(out, "\n  memory allocated {:.4g} B, reserved {:.4g} B", s.memory.allocated, s.memory.reserved);
+  if (const auto& m = s.memory; m.allocated) {
+    out = fmt::format_to(out, "\n  memory allocated {:.4g} B", *m.allocated);
+    if (m.reserved) out = fmt::format_to(out, ", reserved {:.4g} B", *m.reserved);
+  }
   return out;
 }
 

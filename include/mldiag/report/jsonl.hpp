@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/protocol/log.hpp"
 #include "mldiag/report/json.hpp"
@@ -84,21 +84,6 @@ inline void append_number(std::string& out, double v, jsonl_non_finite style) {
 
 }  // namespace detail
 
-/// Metric-name prefixes of the tensor roles, as they appear in a step line
-/// (`grad/<tensor>/norm`, ...).
-[[nodiscard]] constexpr std::string_view metric_prefix(role r) noexcept {
-  switch (r) {
-    case role::gradient: return "grad";
-    case role::parameter: return "param";
-    case role::activation: return "act";
-    case role::residual_input: return "residual_in";
-    case role::block_output: return "block_out";
-    case role::update: return "update";
-    case role::input: return "input";
-  }
-  return "tensor";
-}
-
 /// Appends the step line of a closed step (the recorder's current snapshot) to `out`,
 /// without the newline, non-finite values written as `style` says. Keys: docs/formats.md.
 inline void append_step_line(std::string& out, const snapshot& s, const name_table& names,
@@ -120,19 +105,17 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
     }
     return key;
   };
-  if (s.has_loss) field("loss", s.loss);
-  if (s.has_val_loss) field("val_loss", s.val_loss);
-  if (s.has_lr) field("lr", s.lr);
-  if (s.has_loss_scale) field("loss_scale", s.loss_scale);
-  if (s.has_global_grad_norm()) field("grad/global_norm", s.global_grad_norm());
-  if (s.has_grad_cosine) field("grad/step_cosine", s.grad_cosine);
-  if (s.has_grad_increment_cosine) field("grad/increment_cosine", s.grad_increment_cosine);
+  for (const scalar m : {scalar::loss, scalar::val_loss, scalar::learning_rate, scalar::loss_scale})
+    if (const auto& v = s.of(m)) field(metric_name(m), *v);
+  if (const auto g = s.global_grad_norm()) field(metric_name(scalar::grad_norm), *g);
+  if (s.grad_cosine) field("grad/step_cosine", *s.grad_cosine);
+  if (s.grad_increment_cosine) field("grad/increment_cosine", *s.grad_increment_cosine);
   for (const role r : all_roles) {
     for (const auto& t : s.of(r)) {
-      field(named(metric_prefix(r), t.id, "norm"), norm_of(t.stats));  // NaN at the blow-up, not 0
-      if (t.stats.non_finite() > 0) field(named(metric_prefix(r), t.id, "nonfinite"), static_cast<double>(t.stats.non_finite()));
+      field(named(prefix(r), t.id, "norm"), norm_of(t.stats));  // NaN at the blow-up, not 0
+      if (t.stats.non_finite() > 0) field(named(prefix(r), t.id, "nonfinite"), static_cast<double>(t.stats.non_finite()));
       if (r == role::activation && t.stats.count > 0)
-        field(named("act", t.id, "zero_fraction"), static_cast<double>(t.stats.zeros) / static_cast<double>(t.stats.count));
+        field(named(prefix(role::activation), t.id, "zero_fraction"), static_cast<double>(t.stats.zeros) / static_cast<double>(t.stats.count));
     }
   }
   for (const auto& [id, d] : s.drift) field(named("drift", id, ""), d);
@@ -150,13 +133,13 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   for (const auto& [key, v] : {std::pair{"time/data_wait", t.data_wait}, std::pair{"time/forward", t.forward},
                                std::pair{"time/backward", t.backward}, std::pair{"time/optimizer", t.optimizer},
                                std::pair{"time/communication", t.communication}, std::pair{"time/step", t.total}}) {
-    if (!std::isnan(v)) field(key, v);
+    if (v) field(key, *v);
   }
   for (const auto& l : s.layer_times) field(named("time/layer", l.id, ""), l.seconds);
   const auto& m = s.memory;
   for (const auto& [key, v] : {std::pair{"memory/allocated", m.allocated}, std::pair{"memory/reserved", m.reserved},
                                std::pair{"memory/peak", m.peak}, std::pair{"memory/capacity", m.capacity}}) {
-    if (!std::isnan(v)) field(key, v);
+    if (v) field(key, *v);
   }
   out += '}';
 }
@@ -200,7 +183,7 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
 /// **Example**
 /// ```cpp
 /// mldiag::report::jsonl_sink jsonl("run.jsonl", "my run");  // or ..., {.non_finite =
-/// mldiag::report::jsonl_non_finite::bare} mon.add_sink([&](const mldiag::finding& f) {
+/// mldiag::report::jsonl_non_finite::bare} mon.attach([&](const mldiag::finding& f) {
 /// jsonl.finding(mon.evidence().current().step, f); });
 /// // in the loop, after mon.end_step():
 /// jsonl.step(mon.evidence());

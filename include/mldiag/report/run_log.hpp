@@ -5,7 +5,7 @@
 
 // Standard library only: the log readers and their fuzzers include this without fmt.
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/protocol/log.hpp"
 
 #include <bit>

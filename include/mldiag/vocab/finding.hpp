@@ -2,7 +2,10 @@
 /// `finding`: what a detector reports — question, symptom, severity, when, where, the numbers.
 #pragma once
 
+#include "mldiag/vocab/symptom.hpp"
+
 // Standard library only: the pattern tables, the protocol and the log readers include this.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -51,6 +54,9 @@ struct finding {
   /// The numbers behind it, by name (e.g. {"ratio_to_median", 66.0}).
   std::vector<std::pair<std::string, double>> evidence;
   std::string detector;  ///< which detector produced it
+  /// Why it has its severity, as the escalation policy decided it (detectors/escalation.hpp):
+  /// "consequence observed; the loss rose above its median", "expected; full-batch training".
+  std::string why;
   /// Set when the finding is downstream of an earlier critical event (the run went
   /// non-finite): that event's symptom and step. Such a finding is a consequence, not a new
   /// cause: the monitor opens no diagnosis for it. Empty and -1 otherwise.
@@ -59,5 +65,25 @@ struct finding {
   [[nodiscard]] bool is_consequence() const noexcept { return consequence_of_step >= 0; }
 };
 
+/// A finding with the common fields filled: `first_step` and `last_step` are `step`.
+[[nodiscard]] inline finding make_finding(question q, mldiag::symptom symptom, severity level, std::int64_t step,
+                                         std::string_view detector_name,
+                                         std::vector<std::pair<std::string, double>> evidence = {}) {
+  finding f;
+  f.question = q;
+  f.symptom = std::string(symptom.text);
+  f.severity = level;
+  f.first_step = f.last_step = step;
+  f.detector = std::string(detector_name);
+  f.evidence = std::move(evidence);
+  return f;
+}
+
+/// Whether a finding is evidence of the run breaking (symptoms::run_breaking): never itself
+/// the consequence of another; when critical, what follows it is its consequence.
+[[nodiscard]] inline bool is_run_breaking(const finding& f) noexcept {
+  return std::any_of(symptoms::run_breaking.begin(), symptoms::run_breaking.end(),
+                     [&](symptom s) { return s == std::string_view(f.symptom); });
+}
 
 }  // namespace mldiag

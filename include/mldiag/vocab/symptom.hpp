@@ -142,6 +142,13 @@ inline constexpr std::array all{
     replicas_out_of_sync,
     ranks_disagree};
 
+/// The symptoms of a run that broke — a NaN or Inf, a loss that stopped being logged — and of
+/// the near miss a loss scaler handles (a skipped fp16 step). The monitor marks findings that
+/// follow a critical one of these as its consequences (finding::consequence_of), and never
+/// these themselves.
+inline constexpr std::array run_breaking{non_finite_loss, non_finite_tensors, non_finite_grad_norm, skipped_step_overflow,
+                                         missing_loss_value};
+
 /// The constant whose text is `text`, or an empty symptom.
 [[nodiscard]] constexpr symptom find(std::string_view text) noexcept {
   for (const symptom s : all)

@@ -70,7 +70,7 @@ enum class readback_status : std::uint8_t {
 ///   gpu.end_step(stream);
 ///   // the previous step's times, if the GPU is done with them; never waits
 ///   if (gpu.try_readback() == mldiag::cuda::readback_status::ready) {
-///     monitor.observe_timings(gpu.phases().to_step_timings());
+///     monitor.observe(gpu.phases().to_step_timings());
 ///     mldiag::efficiency::observe_layer_times(monitor, gpu.layers());
 ///   }
 /// }

@@ -16,14 +16,14 @@ namespace mldiag::cuda {
 
 /// The memory of CUDA device `device` as the driver sees it: `capacity` (total) and `used`
 /// (total - free: every process on the device and the CUDA context included, not only this
-/// process's tensors). `allocated` and `reserved` stay NaN: only the allocator knows them (see
+/// process's tensors). `allocated` and `reserved` stay absent: only the allocator knows them (see
 /// adapters/torch_cuda_memory.hpp, or a `memory_callback`). Selects `device` for the call and
 /// restores the current device. `cudaMemGetInfo` does not wait for the device's work, but it
 /// is a driver call of some microseconds: sample every few steps if the step is short.
 ///
 /// **Example**
 /// ```cpp
-/// mon.observe_memory(mldiag::cuda::device_memory(0));  // with memory_pressure: fill = used /
+/// mon.observe(mldiag::cuda::device_memory(0));  // with memory_pressure: fill = used /
 /// capacity
 /// ```
 [[nodiscard]] inline memory_evidence device_memory(int device) {

@@ -12,12 +12,12 @@
 #endif
 
 int main() {
-  mldiag::monitor mon({.classes = 10});
+  mldiag::monitor mon({.task = {.classes = 10}});
   std::vector<float> g(256, 0.01f);
   bool found = false;
   for (int step = 0; step < 20; ++step) {
     if (step == 10) g[7] = std::nanf("");
-    mon.observe_loss(2.3 - 0.01 * step);
+    mon.observe(mldiag::scalar::loss, 2.3 - 0.01 * step);
     mon.observe(mldiag::role::gradient, "fc.weight", g);
     for (const auto& f : mon.end_step()) found = found || f.symptom == mldiag::symptoms::non_finite_tensors;
   }

@@ -5,7 +5,8 @@
 
 #include "mldiag/report/detail/png.hpp"  // rgb
 #include "mldiag/report/detail/step_buckets.hpp"
-#include "mldiag/report/jsonl.hpp"  // metric_prefix: the role prefixes of the monitor's names
+#include "mldiag/report/jsonl.hpp"
+#include "mldiag/vocab/role.hpp"  // parse_location: the role prefixes of the monitor's names
 #include "mldiag/report/run_log.hpp"
 
 #include <algorithm>
@@ -42,16 +43,11 @@ namespace mldiag::report::detail::html {
 }
 
 // A location without the role prefix the monitor puts on it (`grad/fc1.weight`,
-// `act/conv2.relu`: metric_prefix in report/jsonl.hpp, one per role), or the location itself
-// when it has none. Heatmap rows are tensor names without one.
+// `act/conv2.relu`: vocab/role.hpp), or the location itself when it has none. Heatmap rows are
+// tensor names without one.
 [[nodiscard]] inline std::string_view strip_role_prefix(std::string_view location) noexcept {
-  for (const role r : all_roles) {
-    const std::string_view prefix = metric_prefix(r);
-    if (location.size() > prefix.size() + 1 && location.starts_with(prefix) &&
-        location[prefix.size()] == '/')
-      return location.substr(prefix.size() + 1);
-  }
-  return location;
+  const auto l = parse_location(location);
+  return l ? l->tensor : location;
 }
 
 // Whether `name` is a list of numbered modules in `location` (`blocks` in `blocks.1.attn`):

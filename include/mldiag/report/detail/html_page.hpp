@@ -3,7 +3,7 @@
 #pragma once
 
 #include "mldiag/core/error.hpp"
-#include "mldiag/detectors/finding.hpp"
+#include "mldiag/vocab/finding.hpp"
 #include "mldiag/report/detail/base64.hpp"
 #include "mldiag/report/detail/heatmap.hpp"
 #include "mldiag/report/detail/html_text.hpp"

@@ -6,10 +6,15 @@
 // increments agree, a loss that falls smoothly) is info at most.
 #include <doctest/doctest.h>
 
+#include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/detectors/convergence/persistent_gradients.hpp"
 #include "mldiag/evidence/persistence.hpp"
 #include "mldiag/monitor.hpp"
 
+#include "../support.hpp"
+
 #include <cmath>
+#include <cstddef>
 #include <memory>
 #include <random>
 #include <span>
@@ -30,12 +35,7 @@ using mldiag::severity;
 
 enum class regime { minibatch, dominant_direction, never_zeroed, full_batch };
 
-double evidence(const mldiag::finding& f, std::string_view name) {
-  for (const auto& [k, v] : f.evidence)
-    if (k == name) return v;
-  FAIL("no evidence named " << std::string(name));
-  return 0.0;
-}
+using mldiag_test::evidence;
 
 struct outcome {
   std::vector<mldiag::finding> findings;  // every delivered finding
@@ -57,7 +57,7 @@ struct outcome {
 outcome simulate(regime r, int steps, unsigned seed) {
   mldiag::monitor mon;
   auto out = std::make_shared<outcome>();
-  mon.add_sink([out](const mldiag::finding& f) { out->findings.push_back(f); });
+  mon.attach([out](const mldiag::finding& f) { out->findings.push_back(f); });
   mldiag::gradient_persistence persist;
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> n01;
@@ -74,7 +74,7 @@ outcome simulate(regime r, int steps, unsigned seed) {
     mon.begin_step(i);
     const double progress = std::exp(-static_cast<double>(i) / 150.0);
     const double noise = r == regime::full_batch ? 0.0 : 0.05 * n01(gen);
-    mon.observe_loss(2.3 * (0.3 + 0.7 * progress) + noise);
+    mon.observe(mldiag::scalar::loss, 2.3 * (0.3 + 0.7 * progress) + noise);
     for (std::size_t t = 0; t < sizes.size(); ++t) {
       std::vector<float> g(sizes[t]);
       for (std::size_t e = 0; e < sizes[t]; ++e) {
@@ -93,7 +93,7 @@ outcome simulate(regime r, int steps, unsigned seed) {
       }
       persist.add(tensor_name(t), std::span<const float>(g));
     }
-    if (const auto c = persist.finish_step()) mon.observe_grad_cosines(*c);
+    if (const auto c = persist.finish_step()) mon.observe(*c);
     (void)mon.end_step();
   }
   return *out;

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+/// Q2 `parameter_drift`: parameters that have drifted as far from their initialization as their own norm.
+#pragma once
+
+#include "mldiag/core/error.hpp"
+#include "mldiag/detectors/detector.hpp"
+#include "mldiag/signals/window.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mldiag::detectors {
+
+/// Q2: parameter drift from initialization — a tensor's relative drift
+/// ||theta - theta0|| / ||theta0|| (from a drift_tracker, evidence/drift.hpp) above
+/// `max_relative_drift` (1.0: it has moved as far as its own initial norm). A heuristic
+/// default, not calibrated on real runs yet. Reports onsets per tensor.
+class parameter_drift {
+ public:
+  struct config {
+    double max_relative_drift = 1.0;
+    /// The named parameters (`make_detector`'s keys), each beside its default above.
+    static constexpr auto fields() {
+      return std::array{
+          field<config>{"max_relative_drift", &config::max_relative_drift}};
+    }
+  };
+  parameter_drift() : parameter_drift(config{}) {}
+  explicit parameter_drift(config c) : c_(c) {}
+  /// What this detector is: its name (`make_detector`'s key), question and symptoms.
+  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}, "parameters that have drifted as far from their initialization as their own norm"};
+  [[nodiscard]] std::string_view name() const { return about.name; }
+  void observe(const observation& o, std::vector<finding>& out) {
+    if (fired_.size() < o.names.size()) fired_.resize(o.names.size());  // new names only
+    for (const auto& [id, drift] : o.now.drift) {
+      if (fired_[id].rise(drift > c_.max_relative_drift)) {
+        finding f = make_finding(question::early_anomaly, symptoms::parameter_drift, severity::info,
+                                 o.now.step, name(), {{"relative_drift", drift}, {"threshold", c_.max_relative_drift}});
+        f.where.emplace_back(location(role::parameter, o.names[id]), drift);
+        out.push_back(escalate(std::move(f), {.horizon = 1}));
+      }
+    }
+  }
+
+ private:
+  config c_;
+  std::vector<edge> fired_;
+};
+
+}  // namespace mldiag::detectors

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// lr_sanity: a learning rate that is not finite, zero, absurdly large or jumps.
+#include <doctest/doctest.h>
+
+#include "mldiag/detectors/convergence/lr_sanity.hpp"
+#include "mldiag/evidence/recorder.hpp"
+
+#include "../support.hpp"
+
+#include <cmath>
+
+namespace {
+using mldiag_test::run;
+}  // namespace
+
+TEST_CASE("lr_sanity: negative or NaN is critical and zero from the start is a warning") {
+  mldiag::detectors::lr_sanity d;
+  CHECK(run(d, 100, [](int, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, 3e-4); }).empty());
+  mldiag::detectors::lr_sanity n;
+  const auto f = run(n, 100, [](int step, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, step == 40 ? NAN : 3e-4); });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().severity == mldiag::severity::critical);
+  CHECK(f.front().first_step == 40);
+  mldiag::detectors::lr_sanity z;
+  const auto g = run(z, 100, [](int, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, 0.0); });
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().symptom == "learning rate is zero");
+  CHECK(g.front().first_step == 9);  // the tenth step at zero
+  mldiag::detectors::lr_sanity end;  // decays to zero at the end, as llm.c does: info only
+  const auto h = run(end, 100, [](int step, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, step < 80 ? 1e-3 : 0.0); });
+  REQUIRE(h.size() == 1);
+  CHECK(h.front().severity == mldiag::severity::info);
+  mldiag::detectors::lr_sanity warm;  // a linear warm-up from lr/20 and a cosine decay: smooth
+  CHECK(run(warm, 300, [](int step, mldiag::recorder& r, double&, double&) {
+    r.observe(mldiag::scalar::learning_rate, step < 20 ? 1e-3 * (step + 1) / 20.0 : 1e-3 * 0.5 * (1.0 + std::cos(3.14159 * (step - 20) / 300.0)));
+  }).empty());
+  mldiag::detectors::lr_sanity jump;
+  const auto j = run(jump, 100, [](int step, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, step >= 60 ? 0.3 : 3e-3); });
+  REQUIRE(j.size() == 1);
+  CHECK(j.front().symptom == "learning rate jumped");
+  CHECK(j.front().first_step == 60);
+  CHECK(j.front().evidence.back().second == doctest::Approx(100.0));
+  mldiag::detectors::lr_sanity big;
+  const auto b = run(big, 20, [](int, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, 8.0); });
+  REQUIRE(b.size() == 1);
+  CHECK(b.front().symptom ==
+        "learning rate absurdly large");
+}

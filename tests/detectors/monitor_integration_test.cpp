@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// The detectors inside the monitor: findings downstream of a blow-up marked as consequences,
+// what the task says reaching the detectors that read it (classes once, from_checkpoint, the
+// configured learning-rate peak), and Q3 evidence opening a diagnosis.
+#include <doctest/doctest.h>
+
+#include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/monitor.hpp"
+
+#include "support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+namespace {
+using mldiag::role;
+using mldiag_test::filled;
+using mldiag_test::not_a_number;
+using mldiag_test::run_monitor;
+}  // namespace
+
+TEST_CASE("findings downstream of a blow-up are consequences and open no diagnosis") {
+  mldiag::monitor mon;
+  std::vector<float> good = filled(64, 0.01f);
+  std::vector<float> blown = filled(64, NAN);
+  for (int i = 0; i < 20; ++i) blown[static_cast<std::size_t>(i)] = 0.0f;  // what is left: 20 zeros
+  const auto d = run_monitor(mon, 80, [&](int i, mldiag::monitor& m) {
+    m.observe(mldiag::scalar::loss, i < 40 ? 2.0 - 0.01 * i : not_a_number);
+    m.observe(mldiag::scalar::learning_rate, i < 60 ? 1e-3 : 50.0);  // at step 60 the lr goes absurd: downstream too
+    m.observe(role::gradient, "w", i < 40 ? good : blown);
+  });
+  const auto lr = d.named("learning rate absurdly large");
+  REQUIRE(lr.size() == 1);
+  CHECK(lr[0].is_consequence());
+  CHECK(lr[0].consequence_of == "non-finite loss");
+  CHECK(lr[0].consequence_of_step == 40);
+  CHECK(d.named("vanishing gradients").empty());  // NaN gradients say nothing about vanishing
+  REQUIRE(mon.open_diagnoses() == 1);
+  CHECK(mon.opened_by(0).symptom == "non-finite loss");
+  // Long after the run recovered, a new finding is a cause again.
+  mldiag::monitor later;
+  const auto e = run_monitor(later, 400, [&](int i, mldiag::monitor& m) {
+    m.observe(mldiag::scalar::loss, i == 10 ? not_a_number : 2.0);
+    m.observe(mldiag::scalar::learning_rate, i < 300 ? 1e-3 : 50.0);
+  });
+  REQUIRE(e.named("learning rate absurdly large").size() == 1);
+  CHECK_FALSE(e.named("learning rate absurdly large")[0].is_consequence());
+}
+
+TEST_CASE("the observed learning rate is compared with the configured peak") {
+  auto run = [](double observed) {
+    mldiag::monitor mon({.task = {.learning_rate = 1e-3}});
+    return run_monitor(mon, 20, [&](int, mldiag::monitor& m) {
+      m.observe(mldiag::scalar::loss, 2.0);
+      m.observe(mldiag::scalar::learning_rate, observed);
+    }).named("learning rate above the configured peak");
+  };
+  CHECK(run(1.5e-3).empty());
+  REQUIRE(run(1e-2).size() == 1);
+  CHECK(run(1e-2)[0].first_step == 0);
+  // Without a configured peak the detector is silent.
+  mldiag::monitor plain;
+  CHECK(run_monitor(plain, 5, [](int, mldiag::monitor& m) { m.observe(mldiag::scalar::learning_rate, 1e-2); }).named("learning rate above the configured peak").empty());
+}
+
+TEST_CASE("the monitor gives the detectors that need classes their place once") {
+  mldiag::monitor mon({.task = {.classes = 10}});
+  int initial = 0, chance = 0;
+  const auto& set = mon.detector_set();
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    initial += set[i].name() == "initial_loss";
+    chance += set[i].name() == "chance_level";
+  }
+  CHECK(initial == 1);
+  CHECK(chance == 1);
+  CHECK(set.size() == std::size(mldiag::detectors::detector_names));
+}
+
+TEST_CASE("from_checkpoint: a fine-tuned run's first loss is not judged against ln(classes)") {
+  // A reused head answering its old classes: 3.3 against ln 5 = 1.61, falling to 0.4.
+  const auto run = [](bool from_checkpoint) {
+    mldiag::monitor mon({.task = {.classes = 5, .from_checkpoint = from_checkpoint}});
+    const auto d = run_monitor(mon, 60, [](int i, mldiag::monitor& m) { m.observe(mldiag::scalar::loss, 0.4 + 2.9 * std::exp(-i / 10.0)); });
+    return std::pair{d, mon.baseline().obvious.loss_matches_task};
+  };
+  using result = mldiag::protocol::obvious_checks::result;
+  const auto [scratch, scratch_check] = run(false);
+  CHECK(scratch.named("initial loss far from ln(classes)").size() == 1);
+  CHECK(scratch_check == result::failed);
+  const auto [tuned, tuned_check] = run(true);
+  CHECK(tuned.named("initial loss far from ln(classes)").empty());
+  CHECK(tuned_check == result::not_run);
+  // chance_level stays: a loss at ln C after training is wrong from a checkpoint too.
+  mldiag::monitor mon({.task = {.classes = 5, .from_checkpoint = true}});
+  bool chance = false, initial = false;
+  for (std::size_t i = 0; i < mon.detector_set().size(); ++i) {
+    chance = chance || mon.detector_set()[i].name() == "chance_level";
+    initial = initial || mon.detector_set()[i].name() == "initial_loss";
+  }
+  CHECK(chance);
+  CHECK_FALSE(initial);
+}
+
+TEST_CASE(
+    "the monitor takes Q3 evidence and a low MFU opens a diagnosis whose candidates come from the "
+    "table") {
+  mldiag::monitor mon;
+  const double ranks[] = {0.1, 0.1};
+  for (int step = 0; step < 40; ++step) {
+    mon.observe(mldiag::scalar::loss, 2.0 - 0.001 * step);  // a loss that moves: a constant one is a finding of its own
+    mon.observe(mldiag::efficiency_evidence{.mfu = 0.1});
+    mon.observe(mldiag::efficiency_evidence{.tensor_core_activity = 0.2});
+    mon.observe(mldiag::efficiency_evidence{.throughput = 1e4, .throughput_target = 1e5});
+    mon.observe(mldiag::efficiency_evidence{.communication_bytes = 1e9});
+    mon.observe(mldiag::rank_step_times{ranks});
+    mldiag::memory_evidence m;
+    m.capacity = 8e9;
+    m.used = 2e9;
+    mon.observe(m);
+    (void)mon.end_step();
+  }
+  REQUIRE(mon.open_diagnoses() == 1);
+  CHECK(mon.opened_by(0).symptom == "low MFU");
+  CHECK(mon.evidence().past().back().efficiency.tensor_core_activity == 0.2);
+  auto pattern = mon.take_diagnosis(0).with_baseline(mon.baseline());
+  const auto candidates = pattern.candidates();
+  REQUIRE(candidates.size() >= 3);
+  CHECK(std::any_of(candidates.begin(), candidates.end(),
+                    [](const auto* row) { return row->cause == "the wrong backend: unfused attention or fp32 math"; }));
+}
