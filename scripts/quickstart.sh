@@ -23,7 +23,7 @@ packages=(cmake g++ ninja-build libfmt-dev doctest-dev libeigen3-dev libopenmpi-
 # The tests also need: Chromium (the HTML report is checked in a real headless browser),
 # Python 3 with numpy (an independent writer of .npy/.npz test files and reader of JSON Lines),
 # clang with its libFuzzer runtime (the parsers are fuzzed for a bounded time), Fashion-MNIST
-# (the zoo of healthy training programs, examples/zoo, and examples/dlib_fashion read it from
+# (the zoo of healthy training programs, eval/zoo, and examples/dlib_fashion read it from
 # /usr/share/datasets).
 if [ "$mode" = test ]; then
   packages+=(chromium python3 python3-numpy clang libclang-rt-14-dev dataset-fashion-mnist)

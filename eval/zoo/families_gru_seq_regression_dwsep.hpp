@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 4's model families in LibTorch: a GRU or LSTM that reads a Fashion-MNIST
-/// image row by row and classifies it from its last hidden state, an MLP (or linear)
-/// regression with MSE on the UCI diabetes table, and a small MobileNet-style depthwise-
-/// separable CNN on Fashion-MNIST. Like the other families, each taps its activations in
+/// The `gru_seq`, `regression` and `dwsep_cnn` families (split heldout4) in LibTorch: a GRU or LSTM
+/// that reads a Fashion-MNIST image row by row and classifies it from its last hidden state, an MLP
+/// (or linear) regression with MSE on the UCI diabetes table, and a small MobileNet-style
+/// depthwise-separable CNN on Fashion-MNIST. Like the other families, each taps its activations in
 /// forward order through `taps` and names the layers forward_inf can be planted in. Their own
-/// modules, not the earlier families', so that round 4 stays what it was written down as
-/// whatever becomes of the others.
+/// modules, not the other families', so that a change to another family cannot change these
+/// held-out runs.
 #pragma once
 
 #include "families.hpp"

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 3's model families in LibTorch: a tabular classifier (an MLP, or multinomial
-/// logistic regression) for the UCI tables, a small vision transformer and a LeNet-5 style CNN
-/// with dropout, both on Fashion-MNIST. Like the other families, each taps its activations in
-/// forward order through `taps` and names the layers forward_inf can be planted in.
+/// The `tabular`, `vit` and `lenet` families (split heldout3) in LibTorch: a tabular classifier (an
+/// MLP, or multinomial logistic regression) for the UCI tables, a small vision transformer and a
+/// LeNet-5 style CNN with dropout, both on Fashion-MNIST. Like the other families, each taps its
+/// activations in forward order through `taps` and names the layers forward_inf can be planted in.
 #pragma once
 
 #include "families.hpp"
@@ -47,8 +47,8 @@ struct tabular_net : net {
 
 /// A pre-norm transformer encoder block (no mask): LayerNorm -> multi-head self-attention
 /// (written out so that its logits can be observed) -> residual; LayerNorm -> GELU MLP ->
-/// residual. Its own, not the LM's tblock, so that round 3 stays what it was written down as
-/// whatever becomes of the LM.
+/// residual. Its own, not the LM's tblock, so that a change to the LM cannot change these
+/// held-out runs.
 struct vit_block_impl : torch::nn::Module {
   vit_block_impl(std::int64_t d, std::int64_t heads, std::int64_t hidden) : d_(d), h_(heads) {
     ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 7's model families in LibTorch: heteroscedastic regression with a Gaussian
-/// negative log-likelihood (a mean head and a variance head: a loss that goes below 0 as the
-/// model fits), gradual magnitude pruning during training (Zhu & Gupta's cubic schedule: weight
-/// tensors with a growing share of exact zeros, whose gradients are zeroed too), and
-/// quantization-aware training (fake quantization of the weights per channel and of the
+/// The `hetero_nll`, `pruned` and `qat` families (split heldout7) in LibTorch: heteroscedastic
+/// regression with a Gaussian negative log-likelihood (a mean head and a variance head: a loss that
+/// goes below 0 as the model fits), gradual magnitude pruning during training (Zhu & Gupta's cubic
+/// schedule: weight tensors with a growing share of exact zeros, whose gradients are zeroed too),
+/// and quantization-aware training (fake quantization of the weights per channel and of the
 /// activations through running min/max observers, gradients through the straight-through
-/// estimator). They probe assumptions no earlier round tested: a loss with no floor at 0, a
-/// parameter that is partly and increasingly exactly 0 while the rest of it trains, and a
-/// forward pass whose values sit on a grid (and may jump when quantization is switched on).
-/// Like the other families, each taps its activations in forward order through `taps` and names
-/// the layers forward_inf can be planted in. Their own modules, so that round 7 stays what it
-/// was written down as whatever becomes of the others.
+/// estimator). They probe what no other family does: a loss with no floor at 0, a parameter that is
+/// partly and increasingly exactly 0 while the rest of it trains, and a forward pass whose values
+/// sit on a grid (and may jump when quantization is switched on). Like the other families, each
+/// taps its activations in forward order through `taps` and names the layers forward_inf can be
+/// planted in. Their own modules, so that a change to another family cannot change these held-out
+/// runs.
 #pragma once
 
 #include "families.hpp"

@@ -5,8 +5,8 @@
 // detectors' false alarms on the healthy runs (split calibration / held-out / held-out round 2
 // / held-out round 3 / held-out round 4 / held-out round 5 / held-out round 6 / held-out round 7 / held-out
 // round 8 families), and recall, question, localization and delay on the faults (issue 15). `--losses-only` reports how the runs trained and nothing of what was found.
-#include "../common/faults.hpp"
-#include "../common/verdict.hpp"
+#include "../../examples/common/faults.hpp"
+#include "../../examples/common/verdict.hpp"
 #include "data.hpp"
 #include "spec.hpp"
 #include "train.hpp"

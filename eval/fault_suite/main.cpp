@@ -4,12 +4,12 @@
 // question and symptom reported first, whether its top-ranked location is the planted layer,
 // and the steps from onset to detection. Prints a table and one JSON line. docs/accuracy.md
 // records the results.
-#include "../../eval/common/evidence_log.hpp"
-#include "../common/faults.hpp"
-#include "../common/verdict.hpp"
-#include "../eigen_mlp/mlp.hpp"
+#include "../../examples/common/faults.hpp"
+#include "../../examples/common/verdict.hpp"
+#include "../../examples/eigen_mlp/mlp.hpp"
+#include "../common/evidence_log.hpp"
 #if MLDIAG_SUITE_HAS_TORCH
-#include "../torch_transformer/transformer.hpp"
+#include "../../examples/torch_transformer/transformer.hpp"
 #endif
 
 #include <algorithm>

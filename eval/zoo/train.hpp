@@ -3,16 +3,16 @@
 /// monitor with the fault planted, and returns what the monitor found and how the loss went.
 #pragma once
 
-#include "../../eval/common/evidence_log.hpp"
-#include "../common/faults.hpp"
+#include "../../examples/common/faults.hpp"
+#include "../common/evidence_log.hpp"
 #include "data.hpp"
 #include "families.hpp"
-#include "families_round3.hpp"
-#include "families_round4.hpp"
-#include "families_round5.hpp"
-#include "families_round6.hpp"
-#include "families_round7.hpp"
-#include "families_round8.hpp"
+#include "families_gru_seq_regression_dwsep.hpp"
+#include "families_hetero_nll_pruned_qat.hpp"
+#include "families_lora_fixup_distill.hpp"
+#include "families_seq2seq_contrastive_skipgram.hpp"
+#include "families_tabular_vit_lenet.hpp"
+#include "families_triplet_focal_curriculum.hpp"
 #include "observe.hpp"
 #include "spec.hpp"
 
@@ -52,7 +52,7 @@ namespace detail {
 
 /// `sgd_weight_decay`: the L2 term of the SGD optimizers (the ResNet recipe's 5e-4; 0 for the
 /// other families); AdamW keeps its decoupled 0.01, Adam has none; RMSprop (alpha 0.99, no
-/// momentum) and Adagrad (round 5's) with LibTorch's defaults and no weight decay.
+/// momentum) and Adagrad with LibTorch's defaults and no weight decay.
 inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std::vector<torch::Tensor> params, double lr,
                                                                double sgd_weight_decay = 0.0) {
   using namespace torch::optim;
@@ -112,26 +112,26 @@ struct setup {
   /// inputs_not_normalized is planted in the data (the tabular and regression families' raw
   /// features), not by scaling the inputs x255.
   bool raw_inputs = false;
-  /// Round 5: the seq2seq family's targets are its source windows reversed (u.txt windows of
+  /// The seq2seq family's targets are its source windows reversed (u.txt windows of
   /// `context` characters).
   bool reverse_text = false;
-  /// Round 5: losses computed from the model's output alone, labels unused: NT-Xent over
+  /// Losses computed from the model's output alone, labels unused: NT-Xent over
   /// in-batch negatives (contrastive; validation in micro-batches, as the loss depends on the
   /// batch) and skip-gram negative sampling. The output is named "logits" as a classifier's.
   bool nt_xent = false, sgns = false;
-  /// Round 6: the run's setup before its monitored loop, never monitored (the LoRA base's
+  /// The run's setup before its monitored loop, never monitored (the LoRA base's
   /// pre-training, the distillation teacher's training); called by train() outside the lock
   /// that guards initialization, with generators of its own.
   std::function<void()> prepare;
-  /// Round 6: knowledge distillation from `teacher` (a second model, trained by `prepare`, not
+  /// Knowledge distillation from `teacher` (a second model, trained by `prepare`, not
   /// observed and not optimized) at temperature `kd_temperature`, soft-target weight
   /// `kd_alpha`, label smoothing `label_smoothing` (see distill_loss).
   std::shared_ptr<net> teacher;
   double kd_temperature = 1.0, kd_alpha = 0.0, label_smoothing = 0.0;
-  /// Round 7: a regression's loss of (output, targets) in place of MSE (hetero_nll's Gaussian
+  /// A regression's loss of (output, targets) in place of MSE (hetero_nll's Gaussian
   /// negative log-likelihood).
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> regression_loss;
-  /// Round 7: the steps of a loop that does more than forward, backward and step, as its user
+  /// The steps of a loop that does more than forward, backward and step, as its user
   /// writes them: `before_step` at the start of each step (qat: fake quantization switched on
   /// after a float warm-up); `after_backward` once the step's gradients are in, before their
   /// norm is taken and the optimizer steps (pruned: the pruned weights' gradients zeroed);
@@ -139,20 +139,20 @@ struct setup {
   /// reads the parameters (pruned: the schedule's new masks, and the masks applied).
   std::function<void(std::int64_t)> before_step, after_update;
   std::function<void()> after_backward;
-  /// Round 8: a loss of (output, labels) in place of the cross-entropy (triplet's margin loss
+  /// A loss of (output, labels) in place of the cross-entropy (triplet's margin loss
   /// over the batch's embeddings, focal's focal loss); `classes` stays the labels' count (the
   /// modulus of labels_off_by_one).
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> label_loss;
-  /// Round 8: whether the monitor is told `classes`, which monitor_config documents as a
+  /// Whether the monitor is told `classes`, which monitor_config documents as a
   /// cross-entropy task's: not where the loss is another (focal) or the output is no class
   /// logits (triplet's embeddings).
   bool tell_classes = true;
-  /// Round 8: the output is observed as "output", not "logits" (an embedding).
+  /// The output is observed as "output", not "logits" (an embedding).
   bool output_not_logits = false;
-  /// Round 8: the run's own batches, given the step (triplet's PK batches, a curriculum's
+  /// The run's own batches, given the step (triplet's PK batches, a curriculum's
   /// growing pool), in place of shuffled epochs of the table.
   std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t, std::int64_t)> draw;
-  /// Round 8: the validation loss as the family computes it (triplet: the same loss over fixed
+  /// The validation loss as the family computes it (triplet: the same loss over fixed
   /// held-out micro-batches), given the model in evaluation mode and the input scale.
   std::function<double(net&, double)> validate;
   std::string why_not;
@@ -461,7 +461,7 @@ inline setup build(const run_spec& s, const data& d) {
     const auto mining = s.variant.find("-batchhard") != std::string::npos  ? triplet_mining::batch_hard
                         : s.variant.find("-semihard") != std::string::npos ? triplet_mining::semi_hard
                                                                            : triplet_mining::random;
-    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, dimension, l2, "embedding");
+    u.model = std::make_shared<mlp_or_cnn_net>(u.tab->side, cnn, widths, dimension, l2, "embedding");
     u.classes = u.tab->classes;  // the labels' count (labels_off_by_one's modulus), not told to the monitor
     u.tell_classes = false;
     u.output_not_logits = true;
@@ -508,7 +508,7 @@ inline setup build(const run_spec& s, const data& d) {
     const auto alpha = cb == std::string::npos ? torch::Tensor()
                                                : class_balanced_weights(*u.tab, std::stod(s.variant.substr(cb + 3)));
     const double smoothing = ls == std::string::npos ? 0.0 : std::stod(s.variant.substr(ls + 3));
-    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, 10, false, "head");
+    u.model = std::make_shared<mlp_or_cnn_net>(u.tab->side, cnn, widths, 10, false, "head");
     u.classes = 10;
     u.tell_classes = false;
     u.label_loss = [gamma, alpha, smoothing](const torch::Tensor& out, const torch::Tensor& y) {
@@ -525,7 +525,7 @@ inline setup build(const run_spec& s, const data& d) {
     // 64 wide.
     const bool cnn = s.variant.find("-cnn-") != std::string::npos;
     const auto widths = cnn ? std::vector<std::int64_t>{64} : widths_after(s.variant, "-mlp");
-    u.model = std::make_shared<round8_net>(u.tab->side, cnn, widths, 10, false, "head");
+    u.model = std::make_shared<mlp_or_cnn_net>(u.tab->side, cnn, widths, 10, false, "head");
     u.classes = 10;
     auto cs = std::make_shared<curriculum_sampler>(*u.tab, s.steps, s.seed * 7919 + 13);
     const auto sq = s.variant.find("-sqrt");
@@ -649,7 +649,7 @@ inline result train(const run_spec& s, const data& d) {
       if (p.dim() >= 2) p.mul_(10.0);
   }
 
-  // The trainable parameters, as a user filters them (round 6's LoRA base is frozen).
+  // The trainable parameters, as a user filters them (the lora family's base is frozen).
   std::vector<torch::Tensor> params;
   for (const auto& p : model.named_parameters())
     if (p.value().requires_grad() && !(f == fault::frozen_embedding && p.key() == "embed.weight"))

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 6's model families in LibTorch: LoRA fine-tuning of a frozen base network
-/// pre-trained inside the run (low-rank adapters whose B starts at 0), a deep residual network
-/// without normalization whose residual branches start at zero (Fixup, ReZero, a zero-initialized
-/// last conv), and knowledge distillation from a teacher trained inside the run (soft-target
-/// cross-entropy plus label-smoothed cross-entropy: a loss whose floor is far above 0). They
-/// probe the two assumptions round 5 exposed, in new ways: tensors that start at exactly zero
-/// (and, here, frozen ones that never move), and losses whose minimum is well above 0. Like
-/// the other families, each taps its activations in forward order through `taps` and names the
-/// layers forward_inf can be planted in. Their own modules, so that round 6 stays what it was
-/// written down as whatever becomes of the others.
+/// The `lora`, `fixup` and `distill` families (split heldout6) in LibTorch: LoRA fine-tuning of a
+/// frozen base network pre-trained inside the run (low-rank adapters whose B starts at 0), a deep
+/// residual network without normalization whose residual branches start at zero (Fixup, ReZero, a
+/// zero-initialized last conv), and knowledge distillation from a teacher trained inside the run
+/// (soft-target cross-entropy plus label-smoothed cross-entropy: a loss whose floor is far above
+/// 0). They probe, in other ways than the skipgram and contrastive families, tensors that start at
+/// exactly zero (and, here, frozen ones that never move) and losses whose minimum is well above 0.
+/// Like the other families, each taps its activations in forward order through `taps` and names the
+/// layers forward_inf can be planted in. Their own modules, so that a change to another family
+/// cannot change these held-out runs.
 #pragma once
 
 #include "data.hpp"

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 5's model families in LibTorch: a GRU or LSTM encoder-decoder that writes a
-/// window of license text backwards (teacher forcing), a SimCLR-style contrastive encoder on
-/// Fashion-MNIST (NT-Xent over in-batch negatives, two augmented views per image), and
-/// word2vec's skip-gram with negative sampling on the license texts' words; and the two losses
-/// that read nothing but the model's output (NT-Xent, negative sampling). Like the other
+/// The `seq2seq`, `contrastive` and `skipgram` families (split heldout5) in LibTorch: a GRU or LSTM
+/// encoder-decoder that writes a window of license text backwards (teacher forcing), a SimCLR-style
+/// contrastive encoder on Fashion-MNIST (NT-Xent over in-batch negatives, two augmented views per
+/// image), and word2vec's skip-gram with negative sampling on the license texts' words; and the two
+/// losses that read nothing but the model's output (NT-Xent, negative sampling). Like the other
 /// families, each taps its activations in forward order through `taps` and names the layers
-/// forward_inf can be planted in. Their own modules, so that round 5 stays what it was written
-/// down as whatever becomes of the others.
+/// forward_inf can be planted in. Their own modules, so that a change to another family cannot
+/// change these held-out runs.
 #pragma once
 
 #include "families.hpp"

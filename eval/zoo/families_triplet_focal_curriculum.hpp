@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-/// Held-out round 8's model families in LibTorch: metric learning with a triplet margin loss (an
-/// embedding and no class logits; a hinge whose loss, and gradient, is exactly 0 on a batch whose
-/// triplets all satisfy the margin), class-imbalanced classification with a focal loss (Lin et
-/// al. 2017: a loss that is not cross-entropy, down-weighting the examples a model already gets
-/// right, on long-tailed or step-imbalanced data), and curriculum learning (the training data
-/// presented easy to hard, by stages of classes or by a pacing function over a difficulty score:
-/// a data distribution that changes during the run, so the training loss rises when harder data
-/// arrives while the validation loss on the full task falls). They probe assumptions no earlier
-/// round tested: a loss that sits at exactly 0 for whole steps with every gradient 0, a
-/// classification loss whose uniform guess is not ln C, and a training stream that is not
-/// stationary. Like the other families, each taps its activations in forward order through
-/// `taps` and names the layers forward_inf can be planted in. Their own modules, so that round 8
-/// stays what it was written down as whatever becomes of the others.
+/// The `triplet`, `focal` and `curriculum` families (split heldout8) in LibTorch: metric learning
+/// with a triplet margin loss (an embedding and no class logits; a hinge whose loss, and gradient,
+/// is exactly 0 on a batch whose triplets all satisfy the margin), class-imbalanced classification
+/// with a focal loss (Lin et al. 2017: a loss that is not cross-entropy, down-weighting the
+/// examples a model already gets right, on long-tailed or step-imbalanced data), and curriculum
+/// learning (the training data presented easy to hard, by stages of classes or by a pacing function
+/// over a difficulty score: a data distribution that changes during the run, so the training loss
+/// rises when harder data arrives while the validation loss on the full task falls). They probe
+/// what no other family does: a loss that sits at exactly 0 for whole steps with every gradient 0,
+/// a classification loss whose uniform guess is not ln C, and a training stream that is not
+/// stationary. Like the other families, each taps its activations in forward order through `taps`
+/// and names the layers forward_inf can be planted in. Their own modules, so that a change to
+/// another family cannot change these held-out runs.
 #pragma once
 
 #include "data.hpp"
@@ -32,15 +32,15 @@
 
 namespace zoo {
 
-/// Round 8's models, ReLU throughout, named as a PyTorch user's, the last layer `out_name`
+/// These three families' models, ReLU throughout, named as a PyTorch user's, the last layer `out_name`
 /// ("head" for a classifier's logits, "embedding" for a metric-learning embedding):
 /// - an MLP in -> widths... -> out, fc1 .. fcN then the last layer;
 /// - a CNN on 28 x 28 images: conv1 (1 -> 16, 5x5, stride 2: 28 -> 12), conv2 (16 -> 32, 3x3,
 ///   stride 2, padding 1: 12 -> 6), fc1 (1152 -> widths[0]), then the last layer.
 /// `l2`: the output divided by its L2 norm (an embedding on the unit sphere, FaceNet's).
-struct round8_net : net {
-  round8_net(std::int64_t side, bool cnn, const std::vector<std::int64_t>& widths, std::int64_t out,
-             bool l2, const std::string& out_name)
+struct mlp_or_cnn_net : net {
+  mlp_or_cnn_net(std::int64_t side, bool cnn, const std::vector<std::int64_t>& widths,
+                 std::int64_t out, bool l2, const std::string& out_name)
       : side_(side), cnn_(cnn), l2_(l2) {
     using namespace torch::nn;
     std::int64_t width = side * side;

@@ -3,16 +3,16 @@
 /// Fashion-MNIST (package dataset-fashion-mnist, IDX files read through zlib), two license
 /// texts for the language models (the transformer example's corpus loader) and, for the text
 /// classifier, windows of several license texts labelled by file (package base-files); for
-/// round 3's tabular family, three UCI tables from python3-sklearn, for round 4's
-/// regression family the UCI diabetes table from the same package (scripts/fetch-digits.sh),
-/// for round 5's skip-gram family the words of the license texts (base-files), for round
-/// 6's lora family Fashion-MNIST split by class, for round 7's hetero_nll family a
-/// regression on the breast cancer table (one of its columns from the others), and for round
-/// 8's focal family class-imbalanced copies of the digits and Fashion-MNIST.
+/// the tabular family, three UCI tables from python3-sklearn, for the regression family the
+/// UCI diabetes table from the same package (scripts/fetch-digits.sh), for the skip-gram
+/// family the words of the license texts (base-files), for the lora family Fashion-MNIST
+/// split by class, for the hetero_nll family a regression on the breast cancer table (one of
+/// its columns from the others), and for the focal family class-imbalanced copies of the
+/// digits and Fashion-MNIST.
 #pragma once
 
-#include "../eigen_mlp/mlp.hpp"
-#include "../torch_transformer/transformer.hpp"
+#include "../../examples/eigen_mlp/mlp.hpp"
+#include "../../examples/torch_transformer/transformer.hpp"
 
 #include <torch/torch.h>
 #include <zlib.h>
@@ -66,15 +66,15 @@ struct word_pairs {
 
 struct data {
   std::optional<table> digits, fashion;
-  /// Round 6's lora: Fashion-MNIST's classes 0-4 (the base's pre-training) and 5-9 (the
+  /// lora: Fashion-MNIST's classes 0-4 (the base's pre-training) and 5-9 (the
   /// fine-tuning), each relabelled from 0 (class_range).
   std::optional<table> fashion_first5, fashion_last5;
   std::optional<uci_table> breast_cancer, wine, iris;  ///< tabular
   std::optional<uci_table> diabetes;  ///< regression: float targets [n, 1], `classes` 0
-  /// Round 7's hetero_nll: the breast cancer table's mean smoothness (column 4) from its other
+  /// hetero_nll: the breast cancer table's mean smoothness (column 4) from its other
   /// 29 columns (column_target).
   std::optional<uci_table> breast_cancer_smoothness;
-  /// Round 8's focal: the digits with classes 5-9 at a tenth of their rows, Fashion-MNIST
+  /// focal: the digits with classes 5-9 at a tenth of their rows, Fashion-MNIST
   /// long-tailed at 20:1 and 10:1 (step_imbalanced, long_tailed); validation balanced.
   std::optional<table> digits_step10, fashion_lt20, fashion_lt10;
   std::optional<table> licenses;  ///< text_cnn: which license a window of text comes from
@@ -263,8 +263,8 @@ inline uci_table load_diabetes(const std::string& data_path, const std::string& 
 /// A regression from a classification table's columns: column `column` of `t` (standardized
 /// with the training rows' mean and standard deviation, as `t.z` has it) as the target [n, 1],
 /// the other columns as the features (`z` standardized, `raw` as the file has them), the same
-/// rows in training and validation as `t`; the class labels are not used. Round 7's
-/// hetero_nll predicts the breast cancer table's mean smoothness from its 29 other
+/// rows in training and validation as `t`; the class labels are not used. The
+/// hetero_nll family predicts the breast cancer table's mean smoothness from its 29 other
 /// measurements (a linear fit leaves ~12% of its variance, so a good fit's Gaussian NLL is
 /// below 0).
 inline uci_table column_target(const uci_table& t, std::int64_t column, const std::string& name) {
@@ -334,7 +334,7 @@ inline table load_fashion() {
 }
 
 /// A table's rows of classes [lo, hi), relabelled 0 .. hi - lo - 1, training and validation
-/// alike: round 6's lora pre-trains on Fashion-MNIST's classes 0-4 and fine-tunes on 5-9.
+/// alike: the lora family pre-trains on Fashion-MNIST's classes 0-4 and fine-tunes on 5-9.
 inline table class_range(const table& t, std::int64_t lo, std::int64_t hi) {
   auto pick = [&](const torch::Tensor& x, const torch::Tensor& y, torch::Tensor& xo, torch::Tensor& yo) {
     auto idx = ((y >= lo) & (y < hi)).nonzero().squeeze(1);
@@ -350,7 +350,7 @@ inline table class_range(const table& t, std::int64_t lo, std::int64_t hi) {
   return out;
 }
 
-/// Round 8's focal family: a class-imbalanced copy of a table's training rows, class c keeping
+/// The focal family's data: a class-imbalanced copy of a table's training rows, class c keeping
 /// the first keep[c] of its rows in the table's order (the table's other rows dropped, the
 /// order of the kept ones unchanged); the validation rows untouched, balanced as a long-tailed
 /// benchmark's test set (CIFAR-10-LT's, ImageNet-LT's).
@@ -492,7 +492,7 @@ inline table load_licenses(std::int64_t window = 64) {
 }
 
 /// Loads the words of the license texts (`license_files`, lowercased runs of ASCII letters) as
-/// skip-gram training pairs, for round 5's `skipgram` family. Each file is cut into blocks of
+/// skip-gram training pairs, for the `skipgram` family. Each file is cut into blocks of
 /// 200 words and every 10th block is validation (as load_licenses does, so that validation
 /// covers every part of every file); the vocabulary is the words seen at least `min_count`
 /// times in the training blocks (word2vec's default 5), and words outside it are dropped
