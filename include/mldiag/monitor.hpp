@@ -52,9 +52,9 @@ struct monitor_config {
   std::vector<detector_entry> detectors = {};
   /// Which rows and steps `observe_logits` reads (stats/entropy.hpp). The default reads every
   /// fifth row, the first rotating with the step (every row once in five steps), on every
-  /// step. The detectors read a tensor's mean row entropy, which the sample estimates; on the
-  /// zoo's attention families (transformer_lm and vit, 111 runs) the verdicts were those of
-  /// every row (docs/stats.md, "Sampling"). Why 5, not 4: an odd stride is coprime with a
+  /// step. The detectors read a tensor's mean row entropy, which the sample estimates; on
+  /// recorded attention the sample gives every row's verdicts (docs/stats.md, "Sampling";
+  /// docs/accuracy.md#attention_collapse). Why 5, not 4: an odd stride is coprime with a
   /// power-of-two context, so consecutive heads of [B, H, T, T] scores are sampled at
   /// different query positions; with 4 every head was sampled at the same ones, and the
   /// sampled mean swung with the offset by up to 0.12 (short causal rows, whose row 0 is

@@ -189,7 +189,7 @@ inline bool add_gradient_in_place(gradient_persistence& persist, std::string_vie
 }  // namespace detail
 
 /// The same over parameters already listed (`module.named_parameters()`, which builds its list
-/// anew on every call: 15-20 µs a step on the zoo's models), for a caller that has the list.
+/// anew on every call: 15-20 µs a step on small LibTorch models), for a caller that has the list.
 [[nodiscard]] inline std::optional<gradient_cosines> gradient_cosines_of(
     gradient_persistence& persist, const torch::OrderedDict<std::string, at::Tensor>& named_parameters) {
   torch::NoGradGuard no_grad;

@@ -24,14 +24,15 @@ namespace mldiag {
 /// every gradient added in a step: the evidence that gradients are never zeroed.
 ///
 /// Why two: a gradient that is never zeroed is the sum of every step's, so consecutive ones
-/// are nearly parallel (0.95-1.0 from the first steps on in 11 of the zoo's 12 families,
-/// clipped or not; a ViT clipped far below its gradient norm reaches 0.65; docs/accuracy.md) — but so are a healthy run's when one direction dominates every
-/// batch's gradient (an autoencoder pulled toward the mean image: 0.9-1.0 for hundreds of
-/// steps). The increments tell them apart: with mini-batch noise n_t, a healthy increment is
-/// n_t - n_{t-1}, and two consecutive ones share -n_{t-1}, so their cosine is about -0.5 (the
-/// zoo's healthy autoencoders: median -0.50); a never-zeroed gradient's increment is the fresh
-/// gradient itself, and two fresh gradients have a cosine of 0 or more (0.05-0.99). Norms alone
-/// cannot tell: Adam divides the growing scale away and `clip_grad_norm_` caps it.
+/// are nearly parallel (0.95-1.0 from the first steps on, clipped or not, but a ViT clipped far
+/// below its gradient norm reaches 0.65; docs/accuracy.md#persistent_gradients) — but so are
+/// a healthy run's when one direction dominates every batch's gradient (an autoencoder pulled
+/// toward the mean image: 0.9-1.0 for hundreds of steps). The increments tell them apart:
+/// with mini-batch noise n_t, a healthy increment is n_t - n_{t-1}, and two consecutive ones
+/// share -n_{t-1}, so their cosine is about -0.5 (healthy autoencoders: median -0.50); a
+/// never-zeroed gradient's increment is the fresh gradient itself, and two fresh gradients
+/// have a cosine of 0 or more (0.05-0.99). Norms alone cannot tell: Adam divides the growing
+/// scale away and `clip_grad_norm_` caps it.
 ///
 /// How: a sketch with `k` buckets (sample j of a tensor adds +-x to bucket (first + j) mod k,
 /// `first` from a hash of the tensor's name, the sign from a hash of the name and j), which is
@@ -153,7 +154,7 @@ class gradient_persistence {
   // of at most k samples no two samples share a bucket; tensors meet with independent random
   // signs, which is all an unbiased inner product needs. Consecutive buckets and a 32-bit
   // sign hash vectorize, where the CountSketch's hashed bucket per element (a scattered add)
-  // made gradient_cosines_of 60% of the zoo monitor's time (issue 18; docs/benchmarks.md).
+  // made gradient_cosines_of 60% of the monitor's time (issue 18; docs/benchmarks.md).
   // `fetch(j0, m, buffer)` returns the samples j0 .. j0 + m - 1 in order (in place, or
   // gathered into `buffer`, which holds `chunk` of them).
   static constexpr std::size_t chunk = 512;

@@ -133,7 +133,7 @@ template <class T>
 // signed_run in the widest vectors the CPU has (stats/host_isa.hpp), one element at a
 // time elsewhere: with AVX-512 0.6 ns a sample read in place and 0.9-1.1 gathered on a
 // stride, where the CountSketch's hashed bucket per element (a scattered add) took 1.6-2.8
-// in the same loop and 2-7 in the zoo (issue 18, docs/benchmarks.md).
+// in the same loop and 2-7 in monitored training runs (issue 18, docs/benchmarks.md).
 template <class T>
 std::uint64_t signed_run(double* out, const T* x, std::size_t n, double w, std::uint32_t sign_key,
                          std::uint32_t j0) noexcept {

@@ -46,7 +46,7 @@ inline constexpr std::array<pattern_row, 25> pattern_tables{{
      "parameters are not updated", "optimizer_setup",
      "check that every parameter is in the optimizer, requires grad, and that the schedule is not zero"},
     // Gradients that agree step after step though the batches differ: .grad is summed into,
-    // never reset (found in the zoo through the cosine between consecutive gradients).
+    // never reset (persistent_gradients finds it through the cosine between consecutive gradients).
     {"loss not decreasing", {symptoms::gradients_persist, symptom{}, symptom{}},
      "gradients accumulate across steps: zero_grad() is missing or misplaced", "gradient_zeroing",
      "call zero_grad() once per optimizer step, after step() and before the next backward (with gradient accumulation: "

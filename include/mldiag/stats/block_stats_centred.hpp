@@ -80,9 +80,9 @@ template <class F>
 // of the 16-bit magnitudes into a mask and one masked add, extrema: three 16-bit integer
 // max/min on the raw bits (the float order follows from them, below): 11 instructions.
 // On the Emerald Rapids Xeon, in L1: 15.5 G elements/s, where the AVX-512 BF16 dot product
-// (Σx and Σx² by one vdpbf16ps each, the kernel of the second session) ran at 13.6-14.4 and,
+// (Σx and Σx² by one vdpbf16ps each, the kernel this one replaced) ran at 13.6-14.4 and,
 // with the block's other steps, 64 MiB bf16 reached 0.60-0.63 of the read ceiling against
-// 0.67-0.72 now (bench/host_stats_bench, 2026-12-04). That kernel ran at 25-28 G/s on Zen 5,
+// 0.67-0.72 with this one (bench/host_stats_bench). That kernel ran at 25-28 G/s on Zen 5,
 // where this one has not been measured (docs/benchmarks.md).
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl")]] inline bool bf16_centred_pass(const bfloat16* x, std::size_t n,
                                                                                  float_pass_sums& out) noexcept {
@@ -149,7 +149,7 @@ template <class F>
   return finish_pass(lo, hi, s, q, out);
 }
 
-// fp32 around 0 (third session): on a CPU with two 512-bit vector ports (Intel's server
+// fp32 around 0: on a CPU with two 512-bit vector ports (Intel's server
 // cores) the shifted kernel's eight operations per 16 fp32 elements (and, compare, subtract
 // for the zero count; min, max; subtract the shift, add, FMA) bound it at 4 cycles a vector:
 // 7.2-7.8 G elements/s in L1 on an Emerald Rapids Xeon, where 64 MiB from its L3 arrives at

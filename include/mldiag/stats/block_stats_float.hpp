@@ -21,7 +21,7 @@ namespace mldiag::detail {
 // ---- The float-accumulating kernel (issue 18) ----
 // block_stats_narrow widens every element to double and keeps two double accumulators per
 // lane: exact to 1e-12, and compute-bound (0.35-0.62 of the read rate for fp32, 0.13-0.22 for
-// bf16 on AVX-512, bench/host_stats_bench 2026-12-03). This one keeps d = x - c and d^2 in
+// bf16 on AVX-512, bench/host_stats_bench). This one keeps d = x - c and d^2 in
 // float lanes over runs of `float_run_groups` vectors and folds each run into double lanes,
 // so a run's rounding error never grows with the block. The bounds, for the moments'
 // contract of docs/stats.md (u = 2^-24): each d is rounded once (u|d|), each square once

@@ -24,7 +24,7 @@ inline constexpr std::size_t unit_elems = block_elems * blocks_per_unit;
 
 // Accumulator lanes: one native vector of floats (4 with SSE2 or NEON, 8 with AVX, 16 with
 // AVX-512), so the accumulators of one block fit the register file without spilling (16 lanes
-// on SSE2 spilled and ran at 0.6 GB/s, bench/host_stats_bench 2026-11-30). Lane sums are
+// on SSE2 spilled and ran at 0.6 GB/s, bench/host_stats_bench; docs/benchmarks.md). Lane sums are
 // merged in lane order, so results depend on the target: compile every translation unit
 // that includes mldiag with the same target flags (as with Eigen).
 #if defined(__AVX512F__)

@@ -49,7 +49,7 @@ template <class F, std::size_t L>
                                                   entropy_stats& out) noexcept {
 #ifdef MLDIAG_COLUMN_ENTROPY
   // Not for 4 lanes (SSE2): 82 against 73 ns a 32-logit row there, where AVX2 went from 48
-  // to 42 and AVX-512 from 64 to 24 (2026-12-03, one thread of a Xeon, in L1).
+  // to 42 and AVX-512 from 64 to 24 (one thread of a Xeon, in L1; docs/benchmarks.md).
   if (L >= 8 && row_len <= column_kernel_max_len) {
     logit_rows_columns<F, L>(x, rows, row_len, pitch, out);
     return;

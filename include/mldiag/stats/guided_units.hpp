@@ -14,7 +14,7 @@ namespace detail {
 // are long and the last ones single units that even out the finish. Handed out one unit at a
 // time, the two threads of a 2-vCPU VM read interleaved 256 KiB units of one tensor and
 // reached 0.78-0.94 of the two-thread read ceiling (fp32, 64 MiB and 1 GiB, three runs
-// alternating with the guided runs); in contiguous runs 0.87-0.99 (issue 18, 2026-12-03).
+// alternating with the guided runs); in contiguous runs 0.87-0.99 (issue 18; docs/stats.md).
 // Who computes a unit never changes its result, so results stay bit-identical.
 class guided_units {
  public:

@@ -214,7 +214,7 @@ template <class F, std::size_t L>
     std::memcpy(bad.data(), &invalid, sizeof invalid);
     std::memcpy(n.data(), &support, sizeof support);
     // In row order, as the row kernel adds them. (Sums and extrema kept per lane in vectors
-    // instead measured slower: 31 against 24 ns a 32-logit row, 2026-12-03.)
+    // instead measured slower: 31 against 24 ns a 32-logit row; docs/benchmarks.md.)
     for (std::size_t k = 0; k < here; ++k) {
       if (bad[k] != 0 || !(h[k] == h[k])) ++out.invalid_rows;  // NaN: no finite row gives one
       else out.add_row(h[k] < 0.0 ? 0.0 : h[k], static_cast<std::uint64_t>(n[k]), ln[k]);

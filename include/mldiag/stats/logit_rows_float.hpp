@@ -61,7 +61,7 @@ template <std::size_t L>
 
 // Lane reductions as a fixed tree (lane j with lane j + w, w halving): independent operations
 // at each level, so the compiler vectorizes them, where a lane-by-lane chain of dependent
-// double adds cost about 64 cycles a row — half of a 32-entry row's time (2026-12-03).
+// double adds cost about 64 cycles a row — half of a 32-entry row's time.
 // Each level has a constant width, so that it is unrolled (a loop over the width was not).
 template <std::size_t W, class T, std::size_t L, class Op>
 [[gnu::always_inline]] inline void tree_level(std::array<T, L>& a, Op op) noexcept {
@@ -149,7 +149,7 @@ template <class F, std::size_t L>
       load(x + g * L, v, a);
       // NaN or +Inf from the float's bits by two integer maxima (checked after the loop):
       // GCC 12 turns vector compares here into scalar ones for 16 lanes (AVX-512 ran 2.7x
-      // slower than AVX2 with `v != v`, 2026-12-03), never an integer max.
+      // slower than AVX2 with `v != v`), never an integer max.
       const i32 fb = __builtin_bit_cast(i32, v);
       const i32 fa = fb & 0x7fffffff;
       top_bits = fb > top_bits ? fb : top_bits;  // >= +Inf's bits: +Inf or a positive NaN

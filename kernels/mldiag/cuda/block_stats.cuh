@@ -383,8 +383,8 @@ inline constexpr std::uint64_t merge_group = block_threads;
 // groups of merge_group consecutive partials, each merged by a block into group_results, and
 // the block that finishes its tensor's last group (an atomic count per tensor, reset by that
 // block for the next compute) merges the groups' results in group order. One 4 GiB bf16 tensor
-// (32768 partials) took 192 us in one block, about 15% of the statistics' time (H200,
-// 2026-12-04); in groups, 128 blocks share it.
+// (32768 partials) took 192 us in one block, about 15% of the statistics' time (H200;
+// docs/benchmarks.md); in groups, 128 blocks share it.
 // `group_tensor[g]` is the tensor of group g, `group_first[i]` the first group of tensor i;
 // `done[i]` is 0 between computes (the plan's upload zeroes it).
 // A template (never instantiated with anything else): a kernel in a header must not be one

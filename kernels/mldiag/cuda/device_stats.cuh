@@ -299,9 +299,10 @@ struct readback_result {
 ///
 /// A pointer from `next()` or `latest()` is valid until the next `enqueue`.
 ///
-/// Before 2026-12-04 there were two slots and only `latest()`. On an H200 the example's host
-/// loop ran 80 steps before the GPU had finished 40: the monitor got the same stale copy under
-/// new step numbers, and the planted NaN was never seen.
+/// Why more than two slots and `next()`: with two slots and only `latest()`, a host loop that
+/// runs ahead of the GPU (the example's, on an H200, reached step 80 with the GPU at 40) hands
+/// the monitor the same stale copy under new step numbers, and a planted NaN goes unseen
+/// (docs/cuda.md).
 class stats_readback {
  public:
   explicit stats_readback(const stats_plan& plan, int slots = 4) : bytes_(plan.results_bytes()), tensors_(plan.size()) {

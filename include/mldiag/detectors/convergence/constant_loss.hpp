@@ -26,8 +26,8 @@ namespace mldiag::detectors {
 /// target, an empty batch; a float cross-entropy or MSE of real data is never exactly 0).
 /// Warnings; evidence a short log shows on its face (seven epoch lines suffice). A loss that
 /// comes back from an exact 0 before that reaches 0 on some batches — a hinge or margin loss
-/// (a triplet loss: the zoo's held-out round 8, 6 of 27 healthy runs warned at their first
-/// zero; single zeros first, runs of up to 14 later in 1500 batch-8 steps) — is info, once,
+/// (a triplet loss: single zeros first, runs of up to 14 later in 1500 batch-8 steps;
+/// docs/accuracy.md#constant_loss) — is info, once,
 /// and its later zeros are not reported. A run that converges to a flat loss later is
 /// plateau's case.
 ///
@@ -35,8 +35,8 @@ namespace mldiag::detectors {
 /// against them: if, in one of those steps, a tensor had a non-zero gradient and a non-zero
 /// update, the loss depends on the parameters and the optimizer moves them; the loss is only
 /// insensitive to the first moves. That is info, with the largest update-to-parameter ratio
-/// seen. The zoo's round 5: word2vec's zero-initialized output vectors keep the loss at 6 ln 2
-/// to six digits for five steps while they move by their whole norm (13 of 27 runs), and a
+/// seen. word2vec's zero-initialized output vectors keep the loss at 6 ln 2 to six digits
+/// for five steps while they move by their whole norm (docs/accuracy.md#constant_loss), and a
 /// SimCLR encoder at its collapsed start keeps NT-Xent at ln 63 while a warm-up moves it by
 /// 4e-5 to 2e-4 of its norm. Each cause named above leaves the gradient zero (a detached
 /// graph, a constant) or the update zero (no step, no learning rate, the wrong parameters

@@ -23,15 +23,15 @@ namespace mldiag::detectors {
 /// `max_zero_fraction` (default 0.99: dead ReLUs): at once where the tensor was seen alive
 /// before, and on `patience` (2) observations in a row where it never was. Not lower: healthy ReLU feed-forward layers of transformers are sparse — about 97%
 /// zeros in trained T5 ("The Lazy Neuron Phenomenon", Li et al. 2022), and 95-97% in the
-/// examples' transformer after 200 steps while it was being calibrated (AdamW 3e-3). Critical
+/// examples' transformer after 200 steps at AdamW 3e-3. Critical
 /// when a tensor is entirely zero (nothing passes through it), on as many observations. Reports onsets; `first_step` is where the streak began; the location ranks the
 /// tensors by zero fraction.
 ///
 /// Why a streak for a tensor never seen alive: a dead layer stays dead, because no gradient
 /// reaches what feeds it; a layer that starts at zero comes alive with the first update. A
 /// tensor that was alive and is now over the line has died: no wait. word2vec's zero-initialized output
-/// vectors give scores that are all zero at step 0 and 36% zero at step 1 (the zoo's round 5:
-/// a critical finding in 27 of 27 healthy runs with a streak of 1); so do LoRA's B = 0,
+/// vectors give scores that are all zero at step 0 and 36% zero at step 1 (a streak of 1
+/// called every healthy skip-gram run dead: docs/accuracy.md#dead_activations); so do LoRA's B = 0,
 /// zero-initialized residual branches (Fixup, SkipInit) and zero BatchNorm gammas.
 class dead_activations {
  public:

@@ -30,8 +30,9 @@ namespace mldiag::detectors {
 ///   falling by `rebase_improvement` (10%). If the loss does fall that much meanwhile, the jump
 ///   was a new regime: info, and the baseline restarts from the recent norms. Until one of these
 ///   decides, the jump is info, once. Findings of one jump carry its first step. Two
-///   corroborations keep one hard batch from counting (the zoo's small tables and a
-///   LeNet at the edge of stability): the jump must leave the baseline's own step-to-step
+///   corroborations keep one hard batch from counting (near-zero losses on small tables, a
+///   network at the edge of stability; docs/accuracy.md#exploding_gradients): the jump must
+///   leave the baseline's own step-to-step
 ///   jitter, log10(ratio) at least `min_jitter_z` (5) times the robust spread (MAD) of the
 ///   baseline's consecutive log10 differences over sqrt 2 — a smooth growth has a tiny jitter,
 ///   a near-zero loss's norms swing over decades — and the loss must be up on
@@ -41,7 +42,7 @@ namespace mldiag::detectors {
 ///   it — loss_spike's three lines for one observation out of the batch noise (the 104B's
 ///   3.11 -> 7.71, one step after its norm went up 20x, is hundreds of MADs out; a CNN at SGD
 ///   0.2 leaving its plateau went 1.2 -> 3.28 for one step against a median of 2.16 moving
-///   down fast, 6 MADs, and trained to 0.05: the zoo, seed 1020). Healthy llm.c
+///   down fast, 6 MADs, and trained to 0.05). Healthy llm.c
 ///   GPT-2 jumps reach 7.6x and recover; BLOOM-176B's explosion goes 0.24 -> 15.9 (66x) -> 960
 ///   (4000x) while its loss doubles; the 104B's norm went up 20x one step before its loss did
 ///   (../shared/data/real-runs/README.md).
@@ -63,8 +64,9 @@ namespace mldiag::detectors {
 /// a step of it (`critical_ratio`, a decisive loss) waits for the loss to answer: back within
 /// `loss_rise` of its median before the jump (the median of the last three losses since, two
 /// at least) is info, "first steps overshot" — Adagrad's and RMSprop's first updates move
-/// every weight by about the learning rate (held-out round 7: losses 2.3 -> 23-40 at step 1
-/// with norms 30-380x, back in 4-8 steps, trained; 3 healthy runs warned) — and not back
+/// every weight by about the learning rate (losses 2.3 -> 23-40 at step 1 with norms
+/// 30-380x, back in 4-8 steps, and the runs train; docs/accuracy.md#exploding_gradients) —
+/// and not back
 /// within `sustain` steps, or non-finite, is the jump's verdict from its first step, after
 /// which decisive evidence decides at once. A jump without decisive evidence joins the
 /// baseline. A critical jump decides alone only where the loss made no progress since the jump began, and a new regime's baseline forms again from the
@@ -78,7 +80,7 @@ namespace mldiag::detectors {
 /// optimizer applied it, so its size alone decides nothing: it needs the same corroboration
 /// as a warning (the loss up, a decisive rise, or no recovery for `sustain` steps), and is then
 /// critical at `critical_ratio`. Clipping is the fix the method names for exactly this jump;
-/// an LSTM clipped at 5 whose norm jumped 142x once and recovered (the zoo) is info.
+/// an LSTM clipped at 5 whose norm jumped 142x once and recovered is info.
 class exploding_gradients {
  public:
   struct config {
@@ -90,9 +92,9 @@ class exploding_gradients {
     double rebase_improvement = 0.1;
     std::size_t growth_window = 10;
     std::size_t sustain = 10;
-    // 5: the zoo's healthy small tables and a batch-16 CNN jumped 10-60x at 1.3-4.2 (their
-    // norms swing over decades near a zero loss); gradients never zeroed grow at 30-90, the
-    // planted x255 inputs jump at 4-4.4 (found at step 0 by input_scale). docs/accuracy.md.
+    // 5: healthy small-batch runs near a zero loss jump 10-60x at 1.3-4.2 (their norms swing
+    // over decades); gradients never zeroed grow at 30-90, x255 inputs jump at 4-4.4 (found at
+    // step 0 by input_scale). docs/accuracy.md#exploding_gradients.
     double min_jitter_z = 5.0;
     std::size_t loss_up_steps = 2;
     std::size_t growth_sustain = 5;
@@ -145,7 +147,7 @@ class exploding_gradients {
     const bool loss_bad = s.loss && !std::isfinite(*s.loss);
     const double loss_median = losses_.empty() ? std::numeric_limits<double>::quiet_NaN() : losses_.median();
     // A rise out of the batch noise too: late in training a batch of 64 sits 5% above the
-    // median all the time (3 false alarms in the zoo's CNNs at losses near 0.02).
+    // median all the time (CNNs at losses near 0.02; docs/accuracy.md#exploding_gradients).
     const double mad = losses_.size() >= 5 ? losses_.mad() : 0.0;
     const double loss = s.loss.value_or(std::numeric_limits<double>::quiet_NaN());
     const bool loss_up = loss_bad || (s.loss && loss_median > 0.0 &&
@@ -301,7 +303,7 @@ class exploding_gradients {
   /// does not inflate. A difference of two means of 10 has 0.45 of that spread, so 3 is 6.7
   /// standard errors, and at least `progress_min` (0.1%) of itself (a loss repeating a few
   /// values has a robust spread of 0). The second line is for losses with a floor far above 0 and for a
-  /// plateau left slowly: the zoo's word2vec runs fall 4.1589 -> 4.1229 (0.9%) while their
+  /// plateau left slowly: skip-gram runs fall 4.1589 -> 4.1229 (0.9%) while their
   /// zero-initialized output vectors grow the gradient 16x, with batch noise of 1e-5; an
   /// NT-Xent loss falls a few percent while the encoder leaves its collapsed start.
   [[nodiscard]] bool progressed(double before, double now) const {
@@ -319,9 +321,9 @@ class exploding_gradients {
       // `window`): progress is declared when a stretch of easy batches brings the loss's mean
       // down, and easy batches have small gradients, so the last ten norms at that moment sit
       // low by selection (batch-8 runs: an anchor of 0.05 where the norms' median was 0.4, then
-      // "grown" 15x at a few hard batches; the zoo's round 6); while norms already rise as a
-      // network leaves its plateau, the last ten are the level (a calibration MLP at SGD 0.2
-      // warned at its plateau exit with the baseline's median alone).
+      // "grown" 15x at a few hard batches); while norms already rise as a network leaves its
+      // plateau, the last ten are the level (an MLP at SGD 0.2 warned at its plateau exit with
+      // the baseline's median alone). docs/accuracy.md#exploding_gradients.
       anchor_ = recent_.median();
       if (baseline_.size() >= recent_.capacity()) anchor_ = std::max(anchor_, baseline_.median());
       anchor_loss_ = loss_now;

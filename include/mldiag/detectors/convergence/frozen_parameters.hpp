@@ -46,7 +46,7 @@ class frozen_parameters {
     }
     std::fill(gradients_.begin(), gradients_.end(), 0.0);
     // A gradient too small to move its parameter in float (a bias followed by BatchNorm, whose
-    // gradient is 0 but for rounding: 11 false alarms in the zoo's BatchNorm CNNs) says nothing.
+    // gradient is 0 but for rounding; docs/accuracy.md#frozen_parameters) says nothing.
     // With the learning rate known (and not 0, which is what lr_zero looks like), the step
     // lr x max|g| is what must be visible against max|theta|.
     const double scale = o.now.lr && std::isfinite(*o.now.lr) && *o.now.lr > 0.0 ? *o.now.lr : 1.0;

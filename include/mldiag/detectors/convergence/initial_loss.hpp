@@ -24,10 +24,9 @@ namespace mldiag::detectors {
 /// `classes` > 1. Warning when |loss - ln C| > max(`tolerance` * ln C, `min_difference`)
 /// (0.25, llm.c GPT-2 starts at 11.009 against ln 50257 = 10.825, 1.7% off; 0.5 nats: the
 /// first loss is one mini-batch of a randomly initialized model, whose logits spread by about
-/// 0.6 and, on a separable table, already point the right way — the zoo's held-out UCI tables
-/// with 2-3 classes started at 0.40-1.44 against ln C = 0.69-1.10, 9 false alarms in 25
-/// healthy runs with the relative line alone; for 8 classes or more the relative line is the
-/// larger).
+/// 0.6 and, on a separable table, already point the right way — UCI tables with 2-3 classes
+/// start at 0.40-1.44 against ln C = 0.69-1.10, past the relative line alone
+/// (docs/accuracy.md#initial_loss); for 8 classes or more the relative line is the larger).
 class initial_loss {
  public:
   struct config {

@@ -25,8 +25,8 @@ namespace mldiag::detectors {
 /// wrong loss, frozen model. Defaults: warmup 200, window 100, min_improvement 0.05.
 /// Once reported, the loss counts as flat until it has improved by twice `min_improvement`
 /// since the start: an improvement that hovers around the line is one
-/// episode, not a delivery each time it crosses (a zoo autoencoder at 2.5-4.6% for 400 steps
-/// was delivered 9 times).
+/// episode, not a delivery each time it crosses (an autoencoder at 2.5-4.6% for 400 steps
+/// was delivered 9 times; docs/accuracy.md#loss_not_decreasing).
 class loss_not_decreasing {
  public:
   struct config {

@@ -23,11 +23,11 @@ namespace mldiag::detectors {
 /// `zero_steps` steps in a row before it was ever positive (warning; schedules may start at
 /// exactly 0 for a step or two, and llm.c's decays to exactly 0 at the end, which is info), or
 /// above `max_lr` (warning; 5: plain SGD at 1 with gradient clipping is a classic recipe for
-/// recurrent language models, Zaremba et al. 2014, and ran healthy in the zoo; docs/accuracy.md),
+/// recurrent language models, Zaremba et al. 2014, and trains healthy ones;
+/// docs/accuracy.md#lr_sanity),
 /// or that rises by more than `max_jump` (10x) from one step to the next (warning: a scheduler
 /// restored with the wrong state, a factor applied twice). A drop by as much is info: step
-/// decay by 0.1 is an ordinary schedule (the zoo's step-decay runs raised 28 false alarms when
-/// drops counted). Reports onsets.
+/// decay by 0.1 is an ordinary schedule (docs/accuracy.md#lr_sanity). Reports onsets.
 class lr_sanity {
  public:
   struct config {

@@ -32,13 +32,13 @@ namespace mldiag::detectors {
 /// loss is recorded, or when the increments' cosine was not recorded. Reports the onset;
 /// `first_step` is where the agreement began.
 ///
-/// Chosen on the zoo's dumped cosines (docs/accuracy.md): gradients never zeroed agree at
-/// 0.95-1.0 with increments at 0.05-0.99 (medians) in eleven of twelve families (a ViT clipped
-/// at norm 1 reaches 0.65 only); healthy mini-batch runs sit at 0.1-0.2, a transformer's first
-/// 20 steps at 0.91 for two steps, and the held-out autoencoders at 0.9-1.0 for hundreds of
-/// steps — where the consecutive cosine alone raised 43 false alarms in 50 runs — with
-/// increments at -0.5 (the longest 20-step stretch with both medians over their lines: 26
-/// steps, hence `sustain` 30).
+/// The lines come from recorded cosines (docs/accuracy.md#persistent_gradients): gradients
+/// never zeroed agree at 0.95-1.0 with increments at 0.05-0.99 (medians) unless clipped far
+/// below their norm (a ViT clipped at norm 1 reaches 0.65 only); healthy mini-batch runs sit
+/// at 0.1-0.2, a transformer's first 20 steps at 0.91 for two steps, and autoencoders pulled
+/// toward the mean image at 0.9-1.0 for hundreds of steps — too long for the consecutive
+/// cosine alone — with increments at -0.5 (the longest healthy 20-step stretch with both
+/// medians over their lines: 26 steps, hence `sustain` 30).
 class persistent_gradients {
  public:
   struct config {

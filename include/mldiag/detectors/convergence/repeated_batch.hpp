@@ -26,13 +26,13 @@ namespace mldiag::detectors {
 /// within `tolerance` (1e-5) of it relatively, the mean within `tolerance` of the data's scale
 /// (the larger of |mean| and the standard deviation) — for
 /// `sustain` (20) steps in a row. Two different batches of real data agree on all of them
-/// essentially never (none of the zoo's 408 healthy mini-batch runs that record inputs did for
-/// two steps in a row); the same batch does on every step. A warning; info where `full_batch`
-/// (1) says that every step reads the whole training set (full-batch gradient descent, L-BFGS:
-/// the monitor sets it from `task::full_batch`), which looks the same and is
-/// meant. Not seen: token ids that are not recorded as an input, and one batch augmented
-/// afresh each step (random crops, noise), whose inputs differ. Reports onsets; `first_step`
-/// is the first step that repeated its predecessor.
+/// essentially never (no healthy mini-batch run that records its inputs did for two steps in
+/// a row: docs/accuracy.md#repeated_batch); the same batch does on every step. A warning;
+/// info where `full_batch` (1) says that every step reads the whole training set (full-batch
+/// gradient descent, L-BFGS: the monitor sets it from `task::full_batch`), which looks the
+/// same and is meant. Not seen: token ids that are not recorded as an input, and one batch
+/// augmented afresh each step (random crops, noise), whose inputs differ. Reports onsets;
+/// `first_step` is the first step that repeated its predecessor.
 class repeated_batch {
  public:
   struct config {

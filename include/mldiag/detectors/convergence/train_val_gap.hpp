@@ -71,9 +71,8 @@ class train_val_gap {
     // A ratio of loss values means something only for a loss floored at 0. One that has gone
     // negative once (a Gaussian NLL as it fits; its batches straddle 0 long before their mean
     // does) has no floor to measure from: the gap is then taken against what training gained
-    // since its start, min_ratio times that fall (the zoo's round 7: 17 of 27 healthy
-    // Gaussian-NLL runs warned on the clamped ratio; a repeated batch there sits at 60-5000x
-    // its fall).
+    // since its start, min_ratio times that fall (healthy Gaussian-NLL runs meet the clamped
+    // ratio; a repeated batch there sits at 60-5000x its fall: docs/accuracy.md#train_val_gap).
     const bool ratio_ok = !negative_seen_ ? val_loss >= c_.min_ratio * std::max(train, 0.0)
                                       : gap >= c_.min_ratio * std::max(first_.mean() - train, 0.0);
     const bool wide = ratio_ok && gap >= c_.min_gap * scale && gap > 0.0;

@@ -37,8 +37,8 @@ namespace mldiag::detectors {
 /// `rate_fraction` (0.1) times the median tensor's (a parameter group with its own tiny rate, a
 /// tensor left out of the optimizer). A tensor stepped at the others' rate whose gradient is
 /// tiny is a gradient matter: a residual branch behind a ReZero gate that starts at 0 gets
-/// gate x delta, so SGD moves it by 1e-8 of itself for its first steps (the zoo's round 6,
-/// 4 of 27 healthy Fixup/ReZero runs).
+/// gate x delta, so SGD moves it by 1e-8 of itself for its first steps
+/// (docs/accuracy.md#update_ratio).
 class update_ratio {
  public:
   struct config {
@@ -110,8 +110,8 @@ class update_ratio {
       const double step = u.stats.l2_norm(), grad = grads_[u.id];
       const double r = step / norm;
       // A tensor no gradient reached this step (an expert that got no tokens, a bias before
-      // BatchNorm) is not updated too little: it was not asked to move (45 false alarms on
-      // the zoo's MoE experts).
+      // BatchNorm) is not updated too little: it was not asked to move
+      // (docs/accuracy.md#update_ratio).
       const bool reached = grad < 0.0 || grad > 1e-6 * norm;
       // Stepped at the others' rate: its small step is its small gradient's.
       const bool at_rate = any_moved && grad > 0.0 && median_rate > 0.0 && step / grad >= c_.rate_fraction * median_rate;

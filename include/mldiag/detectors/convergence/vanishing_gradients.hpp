@@ -26,8 +26,8 @@ namespace mldiag::detectors {
 /// gradients, a weight and its bias, or LoRA's A and B. A gradient that vanishes through depth
 /// leaves both small; one tensor whose gradient passes through a factor that starts at zero
 /// has none while its partner's is normal (PEFT initializes lora_B to 0, so lora_A's gradient
-/// B^T delta is exactly 0 at first and tiny for tens of steps: the zoo's round 6, 5 of 27
-/// healthy LoRA runs at first-to-last ratios of 6e-5..6e-4 with one tensor).
+/// B^T delta is exactly 0 at first and tiny for tens of steps: first-to-last ratios of
+/// 6e-5..6e-4 with one tensor in healthy runs; docs/accuracy.md#vanishing_gradients).
 class vanishing_gradients {
  public:
   struct config {

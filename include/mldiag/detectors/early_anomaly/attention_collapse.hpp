@@ -23,11 +23,10 @@ namespace mldiag::detectors {
 /// Reports onsets; the location ranks tensors by lowest entropy. Once reported, the collapse
 /// lasts until the lowest entropy is back above twice the threshold (halfway to 1 for a
 /// threshold above 1/3): an entropy that hovers
-/// around the line is one episode, not a delivery each time it crosses (the fault suite's
-/// transformer with its attention scores x50, seed 1: 0.046-0.108 for 100 steps after the
-/// onset, delivered 7 times reading every fifth row and 3 times reading every row; the
-/// sampled mean moves by at most 0.042 with the rotation, and the lowest healthy mean in the
-/// zoo is 0.45; docs/detectors.md).
+/// around the line is one episode, not a delivery each time it crosses (a transformer with its
+/// attention scores x50 sat at 0.046-0.108 for 100 steps after the onset and was delivered 7
+/// times reading every fifth row; the sampled mean moves by at most 0.042 with the rotation,
+/// and healthy runs' lowest mean is 0.45: docs/accuracy.md#attention_collapse).
 class attention_collapse {
  public:
   struct config {

@@ -27,7 +27,8 @@ namespace mldiag::detectors {
 /// Why the pace: a tensor initialized small grows to the scale training gives it, and then
 /// settles. word2vec's input vectors start at +-0.5/d and grow 15-100x in 200 steps while the
 /// loss falls 4.16 -> 2.6, their last quarter adding 0-46% of their fastest quarter's rise
-/// (the zoo's round 5: 27 of 27 healthy runs warned without this line). Growth without bound
+/// (without this line every healthy skip-gram run warned: docs/accuracy.md#embedding_growth).
+/// Growth without bound
 /// keeps its pace: linear growth keeps all of it, exponential more, an Adam random walk at
 /// 100x the learning rate (the examples' `embedding_lr_100x`) about 0.7. A tensor taking off
 /// from a small initialization still has its pace (its loss leaving a plateau as it grows);

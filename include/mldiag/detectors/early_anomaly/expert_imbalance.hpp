@@ -23,9 +23,9 @@ namespace mldiag::detectors {
 /// 256 tokens over 4 experts — while a collapsed router stays collapsed):
 /// - a **collapse**: normalized load entropy below `min_normalized_entropy` (0.5, the method's
 ///   threshold) for `sustain` (10) steps: a warning;
-/// - **dead experts** (zero load) for `dead_sustain` (50) steps: a warning. Not 10: the zoo's
-///   healthy MoEs had one or two experts empty for tens of steps after the warm-up and
-///   revived them (4 of 50 held-out zoo runs warned at entropy 0.68-0.79); an expert
+/// - **dead experts** (zero load) for `dead_sustain` (50) steps: a warning. Not 10: healthy
+///   small MoEs leave one or two experts empty for tens of steps after the warm-up and
+///   revive them (docs/accuracy.md#expert_imbalance); an expert
 ///   empty for as long as the warm-up lasted is not coming back on its own;
 /// - a busiest expert above `max_over_mean` (2.0: tokens beyond a capacity factor of 2 are
 ///   dropped in Switch-style routing) for `sustain` steps: info, since the monitor is not told
@@ -34,9 +34,8 @@ namespace mldiag::detectors {
 /// on average; the entropy rule always applies. Not during the first `warmup` (50)
 /// observations of the router: a freshly initialized router is imbalanced (its random
 /// projection favours some experts) until the load-balancing loss and the learning rate,
-/// often still warming up, have had steps to act — 9 of the zoo's 50 healthy MoE runs were
-/// warned about at step 9 for exactly that. Reports onsets; the evidence `rule` says which
-/// decided (1 collapse, 2 dead experts, 3 busiest expert).
+/// often still warming up, have had steps to act (docs/accuracy.md#expert_imbalance). Reports
+/// onsets; the evidence `rule` says which decided (1 collapse, 2 dead experts, 3 busiest expert).
 class expert_imbalance {
  public:
   struct config {

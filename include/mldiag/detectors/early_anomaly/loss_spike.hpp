@@ -37,19 +37,18 @@ namespace mldiag::detectors {
 /// may end on. (1 nat, not
 /// `min_rise`: a batch of 8 with one confidently wrong row on a nearly separable table goes
 /// 0.006 -> 0.6 and back on the next step, 10-100x, while LLM spikes rise by 1.6 nats and more;
-/// the zoo's small tables, 4 healthy runs.) Intermittent or consistent, as the method's
+/// docs/accuracy.md#loss_spike.) Intermittent or consistent, as the method's
 /// phase 2 asks: once a run of outliers has recovered before it was reported (an excursion)
 /// within the last `window` observations, the loss is one whose batches stray, and a spike must
 /// hold for `noisy_sustain` (5) observations, not `sustain`: two hard batches in a row are then
-/// chance (one batch in 30 holds a confidently wrong row on the zoo's small tables), while real
-/// spikes hold for tens of iterations. In training's first `settle` (5) steps (step numbers
-/// below it; a log excerpt that starts later is judged on its first points), until the
-/// baseline holds `settle` losses, only the one-observation verdict decides and every other
-/// loss joins the baseline: the robust spread of two or three batch losses is chance (a
-/// batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78, 1.6x a median of two, and an AdamW
-/// warm-up 0.71, 0.68, 0.68, 1.16, 1.02: the zoo's held-out round 7, two healthy runs warned at
-/// steps 3-4). `method_rule()` is the method's
-/// table rule alone: loss > 10x the moving average, on one observation.
+/// chance (one batch in 30 holds a confidently wrong row on a small, nearly separable table),
+/// while real spikes hold for tens of iterations. In training's first `settle` (5) steps
+/// (step numbers below it; a log excerpt that starts later is judged on its first points),
+/// until the baseline holds `settle` losses, only the one-observation verdict decides and
+/// every other loss joins the baseline: the robust spread of two or three batch losses is
+/// chance (a batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78, 1.6x a median of two, and an
+/// AdamW warm-up 0.71, 0.68, 0.68, 1.16, 1.02; docs/accuracy.md#loss_spike). `method_rule()`
+/// is the method's table rule alone: loss > 10x the moving average, on one observation.
 class loss_spike {
  public:
   struct config {
@@ -115,7 +114,8 @@ class loss_spike {
     // One observation is unmistakable only at immediate_factor times anything the window holds
     // too, and where the batches have not strayed: one confidently wrong row in a batch of 8
     // lifts its mean by up to ~2 nats (0.14 -> 1.8, 13x the median, 2-4x the window's largest
-    // batch: the zoo's round 6, batch-8 runs of 1500-2000 steps), and then waits like any other.
+    // batch, in batch-8 runs of 1500-2000 steps; docs/accuracy.md#loss_spike), and then waits
+    // like any other.
     const bool immediate = ratio >= c_.immediate_factor && loss - median >= c_.immediate_min_rise && !noisy &&
                            loss >= c_.immediate_factor * baseline_.max();
     // Training's first `settle` steps (step numbers below it): a baseline of two or three

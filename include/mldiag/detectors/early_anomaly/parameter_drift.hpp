@@ -21,7 +21,7 @@ namespace mldiag::detectors {
 /// Q2: parameter drift from initialization — a tensor's relative drift
 /// ||theta - theta0|| / ||theta0|| (from a drift_tracker, evidence/drift.hpp) above
 /// `max_relative_drift` (1.0: it has moved as far as its own initial norm). A heuristic
-/// default, not calibrated on real runs yet. Reports onsets per tensor.
+/// default that no measured run has chosen yet. Reports onsets per tensor.
 class parameter_drift {
  public:
   struct config {

@@ -28,7 +28,7 @@ namespace mldiag::detectors {
 /// The first `skip_first` blocks in recording order (1) are not judged: the first block reads
 /// the bare token embedding, and rewriting it is its known job (GPT-2's first MLP acts as an
 /// extended embedding), so its ratio above 1 is healthy (the examples' transformer: 1.7 by
-/// step 22 while it was calibrated with a 0.02-scale embedding, 1.08 at step 40 as shipped).
+/// step 22 with a 0.02-scale embedding, 1.08 at step 40 as shipped).
 class residual_write_ratio {
  public:
   struct config {
