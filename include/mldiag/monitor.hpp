@@ -2,6 +2,7 @@
 /// `monitor`: the one object for a training loop — evidence, detectors, findings, diagnoses.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/compiled.hpp"
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/dtype.hpp"
@@ -29,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A detector of the catalogue by name, with named parameters (the fields of its config):
 /// `"loss_spike"` or `{"exploding_gradients", {{"warn_ratio", 20}}}`.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # The base headers need only the standard library (and the few mldiag headers listed beside
-# each): {fmt}'s base-header discipline. A user who includes the pattern tables or a finding
+# each, and core/config.hpp, which is macros only): {fmt}'s base-header discipline. A user who includes the pattern tables or a finding
 # must not pay for the recorder, the detectors or the statistics engine.
 #   cmake -D CXX=<compiler> -D INCLUDE=<include dir> -P base_headers.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -36,6 +36,10 @@ foreach(entry IN LISTS base_headers)
   list(REMOVE_ITEM used "${header}")
   set(extra "")
   foreach(dep IN LISTS used)
+    # core/config.hpp is macros only (the configuration's namespace name): every header has it.
+    if(dep STREQUAL "mldiag/core/config.hpp")
+      continue()
+    endif()
     if(allowed STREQUAL "" OR NOT dep MATCHES "${allowed}")
       list(APPEND extra "${dep}")
     endif()

@@ -5,9 +5,9 @@
 #include "cli/checkpoint.hpp"
 #include "cli/parallel_units.hpp"
 #include "cli/tensor_source.hpp"
-#include "mldiag/stats/block_stats.hpp"  // detail::unit_elems
+#include "mldiag/stats/block_stats.hpp"  // stats_unit_elements
 #include "mldiag/stats/host_engine.hpp"
-#include "mldiag/stats/tensor_stats.hpp"  // detail::scale_exponent
+#include "mldiag/stats/tensor_stats.hpp"  // scale_exponent
 
 #include <algorithm>
 #include <cmath>
@@ -57,7 +57,7 @@ struct checkpoint_diff {
 namespace detail {
 
 // Sums of squares of A, B and B - A over the positions where both are finite, kept as
-// ssq * 2^(2 * exp) with exp = mldiag::detail::scale_exponent(max_abs): the power of two that
+// ssq * 2^(2 * exp) with exp = mldiag::scale_exponent(max_abs): the power of two that
 // tensor_stats scales its moments by, so the scaling is exact and no square overflows or
 // underflows for any finite input. B - A is formed after scaling, so it cannot overflow.
 struct scaled_ssq {
@@ -73,7 +73,7 @@ struct scaled_ssq {
     if (!o.any) return;
     if (!any) { *this = o; return; }
     max_abs = std::max(max_abs, o.max_abs);
-    const int e = mldiag::detail::scale_exponent(max_abs);
+    const int e = mldiag::scale_exponent(max_abs);
     auto at = [e](double v, int from) { return std::ldexp(v, 2 * (from - e)); };
     ssq_a = at(ssq_a, exp) + at(o.ssq_a, o.exp);
     ssq_b = at(ssq_b, exp) + at(o.ssq_b, o.exp);
@@ -100,7 +100,7 @@ inline diff_unit diff_values(const double* a, const double* b, std::size_t n) no
   if (r.non_finite == n) return r;
   r.sums.any = true;
   r.sums.max_abs = big;
-  r.sums.exp = mldiag::detail::scale_exponent(big);
+  r.sums.exp = mldiag::scale_exponent(big);
   const double scale = std::ldexp(1.0, -r.sums.exp);
   double sa = 0.0, sb = 0.0, sd = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -137,11 +137,11 @@ inline tensor_diff diff_tensor(const checkpoint& ca, const tensor_entry& ta, con
   for (auto wa = sa.next(); !wa.empty(); wa = sa.next()) {
     const auto wb = sb.next();
     const std::size_t n_elems = wa.size() / size_a;
-    const std::size_t count = (n_elems + mldiag::detail::unit_elems - 1) / mldiag::detail::unit_elems;
+    const std::size_t count = (n_elems + mldiag::stats_unit_elements - 1) / mldiag::stats_unit_elements;
     units.assign(count, diff_unit{});
     for_each_unit(engine, count, [&](std::size_t u, unsigned w) {
-      const std::size_t begin = u * mldiag::detail::unit_elems;
-      const std::size_t n = std::min(mldiag::detail::unit_elems, n_elems - begin);
+      const std::size_t begin = u * mldiag::stats_unit_elements;
+      const std::size_t n = std::min(mldiag::stats_unit_elements, n_elems - begin);
       auto& s = scratch[w];
       to_double(ta.type, native_unit(ta, wa.data() + begin * size_a, n, s.a), n, s.a.values.data());
       to_double(tb.type, native_unit(tb, wb.data() + begin * size_b, n, s.b), n, s.b.values.data());

@@ -7,7 +7,7 @@
 #include "cli/tensor_source.hpp"
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/core/tensor_ref.hpp"
-#include "mldiag/stats/block_stats.hpp"  // detail::unit_elems
+#include "mldiag/stats/block_stats.hpp"  // stats_unit_elements
 #include "mldiag/stats/compute.hpp"
 #include "mldiag/stats/host_engine.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
@@ -74,11 +74,11 @@ struct tensor_report {
     detail::tensor_source src(c, t, detail::window_for(size, window_bytes));
     for (auto w = src.next(); !w.empty(); w = src.next()) {
       const std::size_t elems = w.size() / size;
-      const std::size_t count = (elems + mldiag::detail::unit_elems - 1) / mldiag::detail::unit_elems;
+      const std::size_t count = (elems + mldiag::stats_unit_elements - 1) / mldiag::stats_unit_elements;
       units.assign(count, tensor_stats{});
       detail::for_each_unit(engine, count, [&](std::size_t u, unsigned worker) {
-        const std::size_t begin = u * mldiag::detail::unit_elems;
-        const std::size_t n = std::min(mldiag::detail::unit_elems, elems - begin);
+        const std::size_t begin = u * mldiag::stats_unit_elements;
+        const std::size_t n = std::min(mldiag::stats_unit_elements, elems - begin);
         units[u] = detail::unit_stats(t, w.data() + begin * size, n, scratch[worker]);
       });
       for (const auto& s : units) r.stats.merge(s);  // fixed order

@@ -7,7 +7,7 @@
 #include "cli/tensor_entry.hpp"
 #include "cli/value_type.hpp"
 #include "mldiag/core/element_types.hpp"
-#include "mldiag/stats/block_stats.hpp"  // detail::unit_elems: the units stats_plan uses
+#include "mldiag/stats/block_stats.hpp"  // stats_unit_elements: the units stats_plan uses
 
 #include <algorithm>
 #include <bit>  // std::endian
@@ -95,7 +95,7 @@ class tensor_source {
 
 // A window of `unit_elems` elements times a whole number, about `window_bytes` long.
 inline std::size_t window_for(std::size_t item_size, std::size_t window_bytes) noexcept {
-  const std::size_t unit_bytes = mldiag::detail::unit_elems * item_size;
+  const std::size_t unit_bytes = mldiag::stats_unit_elements * item_size;
   return std::max<std::size_t>(1, window_bytes / unit_bytes) * unit_bytes;
 }
 
@@ -109,8 +109,8 @@ inline void swap_bytes(std::byte* p, std::size_t n, std::size_t size) noexcept {
 
 // Per-worker buffers for one unit (8-byte aligned: std::vector<double>).
 struct unit_scratch {
-  std::vector<double> raw = std::vector<double>(mldiag::detail::unit_elems);
-  std::vector<double> values = std::vector<double>(mldiag::detail::unit_elems);
+  std::vector<double> raw = std::vector<double>(mldiag::stats_unit_elements);
+  std::vector<double> values = std::vector<double>(mldiag::stats_unit_elements);
 };
 
 template <class T>

@@ -3,6 +3,7 @@
 /// observed layer by layer under stable names. Target: mldiag::dlib.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/strided_view.hpp"
 #include "mldiag/evidence/snapshot.hpp"
@@ -18,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Any dlib tensor (`dlib::tensor`, `resizable_tensor`, `alias_tensor_instance`) is viewed in
 /// place as [num_samples, k, nr, nc] row-major float, through `tensor::host()`.

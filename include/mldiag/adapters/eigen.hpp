@@ -3,6 +3,7 @@
 /// Target: mldiag::eigen.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/element.hpp"
 #include "mldiag/core/element_types.hpp"
@@ -14,7 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 // Eigen's scalar -> mldiag's element. Eigen::half and Eigen::bfloat16 hold the same 16 bits

@@ -3,6 +3,7 @@
 /// was built with CUDA.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 
@@ -21,7 +22,7 @@
 #include <cstddef>
 #include <string>
 
-namespace mldiag::torch_cuda {
+namespace mldiag::inline MLDIAG_ABI::torch_cuda {
 
 /// Whether this build can read LibTorch's CUDA caching allocator.
 inline constexpr bool available = MLDIAG_TORCH_CUDA_MEMORY == 1;

@@ -9,7 +9,8 @@
 // MLDIAG_COMPILED defined (CMake: link mldiag::compiled), the headers declare them and
 // src/compiled.cpp, which CMake compiles into the program once, defines them
 // (bench/compile_time/run.sh measures both; docs/building.md). One program uses one way:
-// every translation unit with MLDIAG_COMPILED, or none.
+// every translation unit with MLDIAG_COMPILED, or none. The mode is part of mldiag's namespace
+// name (core/config.hpp), so files that mix the two and share mldiag values fail to link.
 #if defined(MLDIAG_COMPILED) && !defined(MLDIAG_COMPILE_HERE)
 #define MLDIAG_COMPILED_INLINE
 #define MLDIAG_DEFINE_COMPILED 0

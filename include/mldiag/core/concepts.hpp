@@ -2,6 +2,7 @@
 /// The tensor concepts: what a type must provide for mldiag to read it, and how to adapt one.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/element.hpp"
 #include "mldiag/core/strided_view.hpp"
 #include "mldiag/core/tensor_ref.hpp"
@@ -11,7 +12,7 @@
 #include <string_view>
 #include <type_traits>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Customization point: specialize `view_traits<V>` with
 /// `static strided_view<T> view(const V&)` (or `static std::span<const T> view(const V&)`)

@@ -2,11 +2,12 @@
 /// Run-time tags: the element type (`dtype`) and the device (`device`) of a tensor.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <cstddef>  // std::size_t
 #include <cstdint>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The element types mldiag reads. The numbering is stable (it appears in reports).
 enum class dtype : std::uint8_t {

@@ -2,12 +2,13 @@
 /// The `element` concept: the C++ types mldiag reads, and their run-time `dtype`.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/core/element_types.hpp"
 
 #include <type_traits>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// One of the element types mldiag reads: `double`, `float`, `mldiag::half`,
 /// `mldiag::bfloat16`, `mldiag::float8_e4m3`, `mldiag::float8_e5m2`. Other 16- and 8-bit

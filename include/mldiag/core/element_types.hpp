@@ -2,6 +2,7 @@
 /// Host-usable 16- and 8-bit floating-point element types whose conversions match CUDA's.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <bit>          // std::bit_cast, std::bit_width
 #include <cstdint>      // std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t
 #include <type_traits>  // the layout checks at the end
@@ -30,7 +31,7 @@
 //   fp8 NaN gives 0x7fffffff (sign and payload dropped). To double is to float, then widened
 //   exactly (a NaN quieted, as the hardware widening does).
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 // A small binary format, as the rounding and decoding code needs it.

@@ -2,11 +2,12 @@
 /// The one exception type mldiag throws for bad input: its message starts with "mldiag:".
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <stdexcept>  // std::invalid_argument
 #include <string>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Thrown when a caller passes something mldiag cannot work with (a null pointer with a
 /// non-zero size, a view whose strides overrun, ...). `what()` starts with `mldiag:`, says

@@ -2,6 +2,7 @@
 /// Tensor layouts (extents and strides in elements) and the checks that reject bad ones.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <array>
@@ -12,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Highest rank a strided layout may have.
 inline constexpr int max_rank = 6;

@@ -2,6 +2,7 @@
 /// `strided_view<T>`: a checked, non-owning view of a strided tensor on the host.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/element.hpp"
 #include "mldiag/core/layout.hpp"
 
@@ -9,7 +10,7 @@
 #include <initializer_list>
 #include <span>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A non-owning view of `T` elements laid out with extents and strides (in elements).
 /// Construction checks the layout: negative extents or strides, offsets that overflow, a

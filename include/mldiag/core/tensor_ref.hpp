@@ -2,6 +2,7 @@
 /// `tensor_ref`: a type-erased, named reference to a tensor, for lists of mixed dtypes.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/core/element.hpp"
 #include "mldiag/core/layout.hpp"
@@ -11,7 +12,7 @@
 #include <span>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A named tensor whose element type is known at run time: pointer, element count, dtype,
 /// device, and a strided layout where the tensor is not contiguous. It does not own the

@@ -2,6 +2,7 @@
 /// The detector catalogue: every detector by name with named parameters, and the default set.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/detectors/dynamic_set.hpp"
@@ -53,7 +54,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// A list of detectors: a catalogue. `all_detectors` is the library's; a project's own is one
 /// line, `using mine = all_detectors::with<my_detector>;`, and `make_detector(mine{}, ...)`,

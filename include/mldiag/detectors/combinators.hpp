@@ -3,6 +3,7 @@
 /// static set.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 
 #include <concepts>
@@ -12,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Lets the inner detector build its state for the first `steps` steps, and drops what it
 /// reports meanwhile.

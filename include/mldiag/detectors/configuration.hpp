@@ -2,6 +2,7 @@
 /// The L0 checks: a task checked before the first step.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/detectors/task.hpp"
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 namespace detectors {
 

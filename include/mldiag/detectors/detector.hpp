@@ -2,6 +2,7 @@
 /// The detector base: what a detector sees, the concept it models, how it describes itself.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/escalation.hpp"
 #include "mldiag/detectors/state.hpp"
 #include "mldiag/evidence/recorder.hpp"
@@ -19,7 +20,7 @@
 #include <variant>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// What a detector sees at each step: the newest snapshot, the history and the names.
 struct observation {
@@ -30,7 +31,7 @@ struct observation {
 
 }  // namespace mldiag
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// A detector is a small stateful value: `observe` reads one step's evidence and appends the
 /// findings it has (usually none) to `out`; `name` says which detector it is. Observing a

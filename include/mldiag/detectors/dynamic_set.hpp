@@ -3,6 +3,7 @@
 /// set the monitor runs.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 
 #include <cstddef>
@@ -14,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Any detector behind one type, for sets configured at run time.
 /// A detector that also reads evaluations (a validation loss recorded after its step closed,

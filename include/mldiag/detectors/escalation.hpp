@@ -3,6 +3,7 @@
 /// detector that found the anomaly states, and written into the finding with its reason.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/vocab/finding.hpp"
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// What a detector states about an anomaly it found, for the policy to weigh. A detector says
 /// what it saw and what its consequence is; it does not pick a severity.

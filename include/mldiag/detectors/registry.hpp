@@ -3,13 +3,14 @@
 /// detectors themselves: what the monitor needs, cheap to include.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/compiled.hpp"
 #include "mldiag/detectors/dynamic_set.hpp"
 
 #include <span>
 #include <string_view>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// The detectors configured by name, with named parameters (unknown names and parameters are
 /// errors that list what exists). The parameters are the fields of each detector's config.

@@ -3,6 +3,7 @@
 /// with its places, a tag looked up once per tensor name.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/evidence/snapshot.hpp"  // name_table
 #include "mldiag/vocab/finding.hpp"      // severity
 
@@ -14,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// The onset of a lasting condition: the one primitive for warm-up, sustain and "report the
 /// start, not every step". `observe(state, sustain)` counts consecutive observations of one

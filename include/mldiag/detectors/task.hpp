@@ -3,13 +3,14 @@
 /// where the run starts, the optimizer's settings, how the data and the hardware are used.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The task a run trains on, as its author knows it. Every field is optional; each one given
 /// lets a check run before the first step (detectors::check_configuration) or a detector judge

@@ -2,6 +2,7 @@
 /// Training FLOPs of dense and mixture-of-experts transformers, from their shape (Q3 evidence).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <cstdint>  // std::uint64_t
@@ -25,7 +26,7 @@
 // Not counted, as in both papers: norms, softmax, activations, residual adds, optimizer step,
 // and recomputation (activation checkpointing) — model FLOPs, not hardware FLOPs.
 
-namespace mldiag::efficiency {
+namespace mldiag::inline MLDIAG_ABI::efficiency {
 
 /// How a normalization layer is parameterized: LayerNorm has a gain and a bias (2·d),
 /// RMSNorm only a gain (d).

@@ -4,6 +4,7 @@
 /// LibTorch's CUDA caching allocator in adapters/torch_cuda_memory.hpp.)
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 
@@ -25,7 +26,7 @@
 #include <unistd.h>        // read, close, sysconf
 #endif
 
-namespace mldiag::efficiency {
+namespace mldiag::inline MLDIAG_ABI::efficiency {
 
 /// The process's resident set size now and at its peak, in bytes (absent where unknown).
 struct host_memory {

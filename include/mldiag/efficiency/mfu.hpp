@@ -3,6 +3,7 @@
 /// (tensor-core activity, throughput against a target).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <array>
@@ -13,7 +14,7 @@
 #include <string_view>
 #include <utility>  // std::move
 
-namespace mldiag::efficiency {
+namespace mldiag::inline MLDIAG_ABI::efficiency {
 
 /// Accelerators in the peak table. Pass your own peak (`custom_peak`) for anything else, or
 /// for a card clocked differently from its datasheet.

@@ -3,6 +3,7 @@
 /// layer that dominates, and roll-ups by substructure and by name prefix.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/efficiency/timing.hpp"  // monotonic_clock
 #include "mldiag/evidence/observer.hpp"
@@ -22,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::efficiency {
+namespace mldiag::inline MLDIAG_ABI::efficiency {
 
 /// Which pass of a layer a timed interval belongs to.
 enum class pass : std::uint8_t { forward, backward };

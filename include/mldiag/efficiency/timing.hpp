@@ -3,6 +3,7 @@
 /// backward, optimizer, communication and the rest.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/snapshot.hpp"
 
@@ -15,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag::efficiency {
+namespace mldiag::inline MLDIAG_ABI::efficiency {
 
 /// The phases of a training step. `other` is everything not marked as one of the named
 /// phases (the time between `begin_step()` and the first mark, logging, checkpointing, ...).
@@ -81,7 +82,7 @@ struct phase_times {
 };
 
 /// Marks the phases of a training step with a monotonic host clock and returns the step's
-/// `step_timings` for `monitor::observe_timings`.
+/// `step_timings` for `mon.observe(timings)`.
 ///
 /// The timer is always in exactly one phase while a step is open: `begin_step()` starts in
 /// `phase::other`, `mark(p)` switches to `p` (the time since the last switch goes to the phase

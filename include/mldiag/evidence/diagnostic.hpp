@@ -2,6 +2,7 @@
 /// The diagnostic snapshot: the evidence as the flat key/value pairs people already log.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -12,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A value of the diagnostic snapshot: a number, a flag or a word.
 using diagnostic_value = std::variant<double, bool, std::string>;

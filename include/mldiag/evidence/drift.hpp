@@ -3,6 +3,7 @@
 /// from an O(k) sketch.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/sketch.hpp"
 #include "mldiag/stats/tensor_stats.hpp"  // detail::scale_exponent
@@ -17,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 // A sum of squares that neither overflows nor underflows for any finite float64 input:

@@ -4,6 +4,7 @@
 /// step time, the cosines of consecutive gradients.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/entropy.hpp"
 
 #include <concepts>
@@ -12,7 +13,7 @@
 #include <span>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Seconds one named layer took in the step (forward, or forward and backward where the caller
 /// marks both). Record layers in model order.

@@ -3,6 +3,7 @@
 /// with the same `observe` calls.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/evidence/observations.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 #include "mldiag/vocab/metric.hpp"
@@ -11,7 +12,7 @@
 #include <concepts>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Takes evidence through `observe`: a tensor's statistics by role and name, a scalar, a
 /// layer's time, row entropies. `mldiag::monitor` and `mldiag::recorder` model it; the LibTorch,

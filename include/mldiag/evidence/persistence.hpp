@@ -3,6 +3,7 @@
 /// from an O(k) sketch; the evidence that gradients are never zeroed.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/observations.hpp"  // gradient_cosines
 #include "mldiag/evidence/sketch.hpp"
@@ -18,7 +19,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The cosines between the gradients of consecutive steps, and between their increments, over
 /// every gradient added in a step: the evidence that gradients are never zeroed.

@@ -2,6 +2,7 @@
 /// `recorder`: fills a step's snapshot from named tensors and keeps a bounded history.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/evidence/observations.hpp"
@@ -24,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The last `capacity` snapshots, oldest first. The ring is allocated at construction; a
 /// push copies into a slot, whose vectors keep their capacity, so memory stops growing once
@@ -325,7 +326,7 @@ class recorder {
   history history_;
   std::function<void(snapshot&, name_table&)> hook_;
   snapshot current_;
-  std::vector<double> expert_counts_;  // record_router_assignments' counts
+  std::vector<double> expert_counts_;  // observe(router_assignments)'s counts
   bool open_ = false;
 };
 

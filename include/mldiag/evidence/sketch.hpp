@@ -4,6 +4,7 @@
 /// tensor onto k buckets, so inner products and norms of sketches estimate those of tensors.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/host_isa.hpp"
 
 #include <bit>  // std::bit_cast
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <type_traits>
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 // splitmix64's finalizer: a well-mixed 64-bit hash (bucket and sign from one value).
 [[nodiscard]] constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {

@@ -3,6 +3,7 @@
 /// timings, memory and efficiency.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 #include "mldiag/vocab/metric.hpp"
@@ -21,7 +22,7 @@
 #include <utility>  // std::as_const
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The L2 norm of a tensor as `torch.linalg.norm` reports it: NaN when any element is NaN,
 /// +Inf when any is infinite, else the norm of the elements. (tensor_stats::l2_norm() is the

@@ -2,6 +2,7 @@
 /// `substructure_patterns`: which substructure (attention, FFN, embedding, MoE, norm) a tensor or layer name belongs to.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <cstddef>
@@ -12,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The substructures of the method's hierarchical decomposition (substructure -> operation ->
 /// forward/backward). `moe` holds a mixture-of-experts layer's router (gate) and its experts.

@@ -2,6 +2,7 @@
 /// The four-phase method as a typestate: evidence -> pattern -> hypothesis -> fix and verify.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/protocol/evidence_summary.hpp"
@@ -19,7 +20,7 @@
 #include <variant>
 #include <vector>
 
-namespace mldiag::protocol {
+namespace mldiag::inline MLDIAG_ABI::protocol {
 
 /// The one variable a hypothesis changes: its name and its value before and after.
 struct change {

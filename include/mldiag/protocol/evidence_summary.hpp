@@ -2,6 +2,7 @@
 /// What a diagnosis compares: the evidence of a run summarized into checks, and localization.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/evidence/substructure.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::protocol {
+namespace mldiag::inline MLDIAG_ABI::protocol {
 
 /// "Check the obvious first": the phase-1 checks, each passed, failed or not run.
 struct obvious_checks {

@@ -2,11 +2,12 @@
 /// The diagnosis log: one `{phase, text}` record per step of the method, and the phase labels.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace mldiag::protocol {
+namespace mldiag::inline MLDIAG_ABI::protocol {
 
 /// The method's four phases, numbered as the method numbers them (0: not known, for a log
 /// read back from a file that did not say).

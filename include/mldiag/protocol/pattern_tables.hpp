@@ -2,13 +2,14 @@
 /// The method's pattern tables as data: evidence signature -> likely cause -> first action.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/vocab/symptom.hpp"
 
 #include <array>
 #include <span>
 #include <string_view>
 
-namespace mldiag::protocol {
+namespace mldiag::inline MLDIAG_ABI::protocol {
 
 /// One row: the symptoms (finding.symptom) that make up its evidence signature, the likely
 /// cause it points to, and the first action the method prescribes. Likely causes rank

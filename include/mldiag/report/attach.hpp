@@ -3,6 +3,7 @@
 /// HTML report written at the end of the run.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/monitor.hpp"
 #include "mldiag/report/html.hpp"
 #include "mldiag/report/jsonl.hpp"
@@ -17,7 +18,7 @@
 #include <string_view>
 #include <utility>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 namespace detail {
 
 // The JSON Lines file of a monitor: a step line per closed step, an evaluation line, a line

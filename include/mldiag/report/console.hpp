@@ -3,6 +3,7 @@
 /// its severity rises or a new place joins — one readable line each, to stderr or a stream.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/report/episodes.hpp"
 #include "mldiag/report/format.hpp"
@@ -17,7 +18,7 @@
 #include <ostream>
 #include <string>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// What a console sink prints.
 struct console_options {

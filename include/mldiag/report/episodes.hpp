@@ -4,6 +4,7 @@
 /// a console sink whether a delivery is news.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only (and finding / run_log, which are too): the console sink, the
 // monitor's users and the log readers include this without paying for fmt.
 #include "mldiag/core/error.hpp"
@@ -20,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// The default gap of the episode rule, in steps: a delivery whose `first_step` is at most
 /// this many steps after its episode's end joins the episode.

@@ -3,6 +3,7 @@
 /// one-line form, `fmt::print("{:d}", x)` the detailed form.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // The heavy part (fmt) lives here, not in the core headers: a user of mldiag/stats pays
 // nothing for the reports (tests/headers checks it).
 #include "mldiag/vocab/finding.hpp"
@@ -19,7 +20,7 @@
 #include <type_traits>
 #include <string_view>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// A snapshot with the names its tensor ids refer to, for formatting with names:
 /// `fmt::print("{:d}", mldiag::report::with_names(rec.current(), rec.names()))`.

@@ -3,6 +3,7 @@
 /// and the diagnosis log in one file (inline SVG and CSS, no script) that opens from disk.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/report/detail/html_page.hpp"
 #include "mldiag/report/html_options.hpp"
@@ -16,7 +17,7 @@
 #include <fstream>
 #include <string>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// The run as one self-contained HTML page: header with counts, the loss curve with finding
 /// markers, the per-tensor gradient-norm heatmap, the findings grouped by question and the

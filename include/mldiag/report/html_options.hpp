@@ -2,12 +2,13 @@
 /// `html_options`: how the HTML report (report/html.hpp) lays out its charts.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/report/episodes.hpp"  // default_episode_gap
 
 #include <cstddef>  // std::size_t
 #include <cstdint>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// How the HTML report is laid out.
 struct html_options {

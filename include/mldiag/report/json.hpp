@@ -3,6 +3,7 @@
 /// `Infinity` and `-Infinity` that Python's json module writes for non-finite floats.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only (the log readers' fuzzers include it). nlohmann/json rejects bare
 // NaN, which Python's json.dump writes for a NaN loss, so the CLI reads with this instead.
 #include "mldiag/core/error.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::report::json {
+namespace mldiag::inline MLDIAG_ABI::report::json {
 
 /// A parsed JSON value. Objects keep their members in file order (duplicates kept; `find`
 /// returns the first).

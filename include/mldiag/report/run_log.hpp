@@ -3,6 +3,7 @@
 /// what the reports render and what the command-line tool reads logs into.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only: the log readers and their fuzzers include this without fmt.
 #include "mldiag/core/error.hpp"
 #include "mldiag/vocab/finding.hpp"
@@ -16,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// A finding as it was reported: at which step the monitor delivered it.
 struct logged_finding {

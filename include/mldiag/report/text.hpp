@@ -3,6 +3,7 @@
 /// their evidence numbers and locations, and the diagnosis log phase by phase.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/report/episodes.hpp"
 #include "mldiag/report/format.hpp"
 #include "mldiag/report/run_log.hpp"
@@ -18,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 struct text_options {
   /// Findings below this severity are counted but not listed.

@@ -2,6 +2,7 @@
 /// Time-series signals over a bounded window: mean, spread, robust location and scale, trend.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <algorithm>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace mldiag::signals {
+namespace mldiag::inline MLDIAG_ABI::signals {
 
 namespace detail {
 

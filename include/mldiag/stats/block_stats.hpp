@@ -2,6 +2,7 @@
 /// The host workers behind every statistics entry point: one block of elements -> tensor_stats.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/core/element_types.hpp"
 #include "mldiag/core/layout.hpp"
@@ -33,7 +34,7 @@
 #include "mldiag/stats/block_stats_narrow.hpp"
 #include "mldiag/stats/element_formats.hpp"
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 // One block of float64: a first look for the classes and the largest magnitude, then the
 // moments of the values scaled by 2^-e (exact), so that no square overflows or underflows.

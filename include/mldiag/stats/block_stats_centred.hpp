@@ -2,6 +2,7 @@
 /// The AVX-512 host kernels for bf16 and fp32 blocks centred near zero (issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/element_types.hpp"
 #include "mldiag/stats/block_stats_float.hpp"  // also MLDIAG_HOST_VECTORS, MLDIAG_HOST_DISPATCH
 #include "mldiag/stats/block_stats_narrow.hpp"
@@ -20,7 +21,7 @@
 #include <immintrin.h>  // the AVX-512 passes around 0 (bf16_centred_pass, f32_centred_pass)
 #endif
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 #ifdef MLDIAG_HOST_VECTORS
 #ifdef MLDIAG_HOST_DISPATCH

@@ -2,6 +2,7 @@
 /// The float-accumulating host kernel for one block, and its instantiation per ISA.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/block_stats_narrow.hpp"  // also defines MLDIAG_HOST_VECTORS
 #include "mldiag/stats/element_formats.hpp"
 #include "mldiag/stats/host_isa.hpp"  // MLDIAG_HOST_DISPATCH
@@ -15,7 +16,7 @@
 #include <cstring>  // std::memcpy
 #include <type_traits>
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 #ifdef MLDIAG_HOST_VECTORS
 // ---- The float-accumulating kernel (issue 18) ----

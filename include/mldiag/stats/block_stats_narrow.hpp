@@ -2,6 +2,7 @@
 /// The exact host kernel for one block of a format of 32 bits or fewer (block_stats_narrow).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/element_formats.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
@@ -11,7 +12,7 @@
 #include <cstdint>
 #include <cstring>  // std::memcpy
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 // Per-lane accumulators of the narrow kernel. Lane j sees elements i with i % lanes == j, in
 // order; the lanes are combined in lane order.
@@ -45,11 +46,7 @@ inline void narrow_scalar_step(narrow_lanes& l, std::size_t j, std::uint32_t u,
   l.sum_sq[j] += d * d;
 }
 
-#if defined(__GNUC__) && !defined(MLDIAG_NO_HOST_VECTORS)  // GCC and Clang
-#define MLDIAG_HOST_VECTORS 1
-#ifndef MLDIAG_PREFETCH_BYTES
-#define MLDIAG_PREFETCH_BYTES 8192
-#endif
+#ifdef MLDIAG_HOST_VECTORS  // GCC and Clang (core/config.hpp)
 inline constexpr std::size_t prefetch_bytes = MLDIAG_PREFETCH_BYTES;
 // Explicit generic vectors because GCC 12 vectorizes the scalar loop only sometimes ("control
 // flow in loop", depending on the code around it; seen with -fopt-info-vec). No function

@@ -2,6 +2,7 @@
 /// The chunk table: a list of tensors cut into fixed chunks, grouped by dtype (host and CUDA).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 // Logical elements [begin, end) of tensor `tensor`. Plain data: the CUDA plan copies an
 // array of these to the device as it is.

@@ -2,6 +2,7 @@
 /// `compute_stats`: the statistics of one host tensor, in one pass over its memory.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/compiled.hpp"
 #include "mldiag/core/concepts.hpp"
 #include "mldiag/core/error.hpp"
@@ -13,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 inline void require_host(const tensor_ref& t, std::string_view who) {

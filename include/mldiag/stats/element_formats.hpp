@@ -2,6 +2,7 @@
 /// The block sizes, accumulator lanes and bit-level element formats the host workers share.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_HOST_LANES
 #include "mldiag/core/element_types.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
 
@@ -10,7 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 // Statistics are computed over fixed blocks of logical elements, merged in order into fixed
 // units, merged in order into tensors. Results depend on these two constants only — never on
@@ -22,18 +23,10 @@ inline constexpr std::size_t block_elems = 4096;
 inline constexpr std::size_t blocks_per_unit = 16;
 inline constexpr std::size_t unit_elems = block_elems * blocks_per_unit;
 
-// Accumulator lanes: one native vector of floats (4 with SSE2 or NEON, 8 with AVX, 16 with
-// AVX-512), so the accumulators of one block fit the register file without spilling (16 lanes
-// on SSE2 spilled and ran at 0.6 GB/s, bench/host_stats_bench; docs/benchmarks.md). Lane sums are
-// merged in lane order, so results depend on the target: compile every translation unit
-// that includes mldiag with the same target flags (as with Eigen).
-#if defined(__AVX512F__)
-#define MLDIAG_HOST_LANES 16
-#elif defined(__AVX__)
-#define MLDIAG_HOST_LANES 8
-#else
-#define MLDIAG_HOST_LANES 4
-#endif
+// Accumulator lanes (MLDIAG_HOST_LANES, core/config.hpp): one native vector of floats, so the
+// accumulators of one block fit the register file without spilling (16 lanes on SSE2 spilled
+// and ran at 0.6 GB/s, bench/host_stats_bench; docs/benchmarks.md). Lane sums are merged in
+// lane order, so results depend on the target; the lane count is part of the namespace's name.
 inline constexpr std::size_t lanes = MLDIAG_HOST_LANES;
 
 // Bit-level description of each element format. `element` is the type the memory holds; it
@@ -139,3 +132,10 @@ void count_non_finite(const typename F::element* x, std::size_t n, tensor_stats&
 }
 
 }  // namespace mldiag::detail
+
+namespace mldiag::inline MLDIAG_ABI {
+/// Elements per unit of work the host statistics hand to a thread and merge in order: results
+/// depend on this, never on the thread count. Public for tools that split work the same way
+/// (the `mldiag checkpoint-diff` command).
+inline constexpr std::size_t stats_unit_elements = detail::unit_elems;
+}  // namespace mldiag

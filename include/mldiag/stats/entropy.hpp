@@ -35,7 +35,7 @@
 #include "mldiag/stats/logit_rows_columns.hpp"
 #include "mldiag/stats/logit_rows_float.hpp"
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 class host_engine;  // stats/host_engine.hpp: included by whoever has one
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The state of an online log-sum-exp over a row of logits: running max `m`,
 /// S = sum e^(x - m), U = sum (x - m) e^(x - m); the entropy of softmax(row) is

@@ -8,7 +8,7 @@
 #include <cmath>  // std::log, HUGE_VAL
 #include <cstdint>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Entropy of the rows of a tensor, in nats, summarized: mean, min and max over rows, and the
 /// same for the entropy normalized by log(support) (1 = uniform, 0 = one-hot). Mergeable:

@@ -2,11 +2,12 @@
 /// How the host engine's workers share a job's units: contiguous runs, long first (issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 // Hands out the indices 0 .. count-1 of a job's units in contiguous runs, guided-style: a

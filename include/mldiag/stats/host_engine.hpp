@@ -2,6 +2,7 @@
 /// `host_engine`: the worker threads that the host statistics run on, started once.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <condition_variable>
@@ -12,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A fixed set of worker threads, started at construction and reused by every call: running
 /// a job allocates nothing and starts no thread. The calling thread is worker 0, so

@@ -2,20 +2,15 @@
 /// Which vector unit the host statistics use: chosen once at run time from the CPU (issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_HOST_DISPATCH
+
 #include <atomic>
 #include <cstdlib>  // std::getenv
 #include <string_view>
 
-// Run-time dispatch needs GCC or Clang on x86-64 (the `target` attribute and
-// __builtin_cpu_supports). nvcc's host pass is left out: its front end does not promise the
-// attribute, and the .cu files of this project compute host statistics nowhere on the step
-// path. Elsewhere (arm64, MSVC, nvcc) the kernel is the one the compiler's target gives.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
-    !defined(MLDIAG_NO_HOST_VECTORS) && !defined(MLDIAG_NO_HOST_DISPATCH)
-#define MLDIAG_HOST_DISPATCH 1
-#endif
+// MLDIAG_HOST_DISPATCH (core/config.hpp) says whether the kernels are chosen at run time.
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The vector units the host statistics kernel is built for, narrowest first. `portable` is
 /// the compiler's default target (SSE2 on x86-64, NEON on arm64): the only one where there is

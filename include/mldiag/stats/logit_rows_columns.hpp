@@ -2,6 +2,7 @@
 /// The row entropy of short rows of logits, one row a float lane (logit_rows_columns, issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/block_stats_float.hpp"  // float_vectors, fold_to_double; MLDIAG_HOST_VECTORS
 #include "mldiag/stats/element_formats.hpp"
 #include "mldiag/stats/entropy_rows.hpp"  // entropy_class
@@ -17,7 +18,7 @@
 #include <limits>
 #include <utility>  // std::index_sequence
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 #ifdef MLDIAG_HOST_VECTORS
 // (Not in nvcc's host pass: its front end does not expand a pack inside the builtin.)

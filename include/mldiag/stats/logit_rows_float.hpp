@@ -2,6 +2,7 @@
 /// The row entropy of logits in float lanes, one row at a time (logit_rows_float, issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/block_stats_float.hpp"  // float_vectors, fold_to_double; MLDIAG_HOST_VECTORS
 #include "mldiag/stats/element_formats.hpp"
 #include "mldiag/stats/entropy_rows.hpp"  // entropy_class
@@ -15,7 +16,7 @@
 #include <cstring>  // std::memcpy
 #include <limits>
 
-namespace mldiag::detail {
+namespace mldiag::inline MLDIAG_ABI::detail {
 
 #ifdef MLDIAG_HOST_VECTORS
 // ---- Row entropy of logits in float lanes (issue 18) ----

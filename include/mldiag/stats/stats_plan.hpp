@@ -2,6 +2,7 @@
 /// `stats_plan`: statistics of every tensor in a list, plus their total, on a host_engine.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/stats/block_stats.hpp"
@@ -20,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A plan for the statistics of a fixed list of host tensors (hundreds of them, any sizes
 /// and dtypes): built once, it validates the tensors, copies their names, cuts them into fixed

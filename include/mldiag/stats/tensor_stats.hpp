@@ -8,7 +8,7 @@
 #include <cstdint>  // std::uint64_t
 #include <cstring>  // std::memcpy (the bits of a double)
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 // std::min/max are constexpr host functions that device code may not call; these may.
 template <class T>
@@ -81,6 +81,11 @@ MLDIAG_HOST_DEVICE inline double ldexp_saturated(double r, int e) noexcept {
   return std::ldexp(r, e - 1024) <= limit ? max_double : v;
 }
 }  // namespace detail
+
+/// The power of two a tensor's moments are scaled by (the exponent e of `max_abs`, max_abs <
+/// 2^e, clamped to +-1000): public for tools that accumulate sums the way the statistics do,
+/// so that theirs merge bit for bit with these (the `mldiag checkpoint-diff` command).
+using detail::scale_exponent;
 
 /// Statistics of a tensor, computed in one pass and mergeable in any fixed order.
 ///

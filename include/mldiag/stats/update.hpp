@@ -3,6 +3,7 @@
 /// previous value (issue 18).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/element_types.hpp"
 #include "mldiag/core/error.hpp"
 #include "mldiag/stats/block_stats.hpp"
@@ -16,7 +17,7 @@
 #include <string>
 #include <type_traits>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 // d = current - previous and previous = current over one block, in vectors of L floats. The

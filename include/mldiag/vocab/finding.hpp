@@ -2,6 +2,7 @@
 /// `finding`: what a detector reports — question, symptom, severity, when, where, the numbers.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/vocab/symptom.hpp"
 
 // Standard library only: the pattern tables, the protocol and the log readers include this.
@@ -12,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// The three questions of the method; every finding answers one.
 enum class question : std::uint8_t {

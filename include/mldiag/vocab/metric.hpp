@@ -2,13 +2,14 @@
 /// `scalar`: the per-step numbers a training loop logs besides its tensors, and their metric names.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only: the recorder, the reports and the log readers name scalars here.
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A number a training step logs, by what it measures. A value recorded as NaN or Inf is
 /// evidence (a loss that blew up); a value not recorded is absent.

@@ -2,6 +2,7 @@
 /// `role`: what a tensor is to the model, and the one way its metrics and locations are named.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only: the evidence, the detectors, the reports, the distributed merge and
 // the tool all name tensors through this file.
 #include <array>
@@ -10,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// What a tensor is to the model; detectors read the roles they are about.
 /// `update` is the optimizer's step for a parameter (new minus old value), recorded under the

@@ -2,10 +2,11 @@
 /// The symptoms findings name, as typed constants shared by detectors, pattern rows and reports.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <array>
 #include <string_view>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// A symptom: what a finding says is wrong, in words ("loss spike"). Detectors, the L0
 /// configuration checks, the distributed merge and the pattern tables all name symptoms through

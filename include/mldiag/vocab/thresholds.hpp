@@ -3,12 +3,13 @@
 /// check before the first step, and the phase-1 summary of a diagnosis draw them here once.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // Standard library only: the protocol and the configuration check read these without a
 // detector's body.
 #include <algorithm>  // std::max
 #include <cmath>      // std::log, std::fabs
 
-namespace mldiag::thresholds {
+namespace mldiag::inline MLDIAG_ABI::thresholds {
 
 /// The largest learning rate that is not absurd: 5. Plain SGD at 1 with gradient clipping is
 /// a classic recipe for recurrent language models and runs healthy at up to 5 (docs/accuracy.md).

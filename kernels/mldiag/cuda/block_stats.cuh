@@ -2,6 +2,7 @@
 /// Device kernels: one thread block computes the tensor_stats of one chunk; merges in fixed order.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/block_stats.hpp"  // the element formats (constants only on the device)
 #include "mldiag/stats/chunk_table.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
@@ -10,7 +11,7 @@
 
 #include <cstdint>
 
-namespace mldiag::cuda::detail {
+namespace mldiag::inline MLDIAG_ABI::cuda::detail {
 
 using mldiag::detail::chunk;
 

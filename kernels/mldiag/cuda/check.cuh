@@ -2,6 +2,7 @@
 /// CUDA error checks that become `mldiag::error` exceptions with a message saying what failed.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 
@@ -10,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// Throws `mldiag::error` ("mldiag: <what>: cudaErrorX: text") unless `status` is success.
 /// Used at every CUDA call of the plans; a kernel launch is checked with

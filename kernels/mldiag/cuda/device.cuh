@@ -2,11 +2,12 @@
 /// Which CUDA devices this process can use, as a value (no exception, no abort).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <cuda_runtime_api.h>
 
 #include <string>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// What `query_devices()` found: the number of usable devices and, when there are none, why.
 struct device_query {

@@ -2,6 +2,7 @@
 /// Row entropy on the device: rows of probabilities or logits -> entropy_stats, asynchronously.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/cuda/block_stats.cuh"
 #include "mldiag/cuda/check.cuh"
 #include "mldiag/stats/entropy.hpp"
@@ -12,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 namespace detail {
 
 // Rows up to this length go one per warp (many short router rows); longer rows one per block

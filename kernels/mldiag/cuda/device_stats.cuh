@@ -3,6 +3,7 @@
 /// dtype group, on the caller's stream, into the caller's workspace; no allocation, no sync.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/cuda/block_stats.cuh"
 #include "mldiag/cuda/check.cuh"
 #include "mldiag/stats/chunk_table.hpp"
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// A plan for the statistics of a fixed list of CUDA tensors (pointers, sizes, dtypes, names).
 ///

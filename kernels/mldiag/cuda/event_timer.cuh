@@ -3,6 +3,7 @@
 /// events on the caller's stream, read back a step later without ever blocking the host.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/cuda/check.cuh"
 #include "mldiag/efficiency/profiler.hpp"
 #include "mldiag/efficiency/timing.hpp"
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// What `event_timer::try_readback()` found.
 enum class readback_status : std::uint8_t {

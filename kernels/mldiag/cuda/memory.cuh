@@ -2,6 +2,7 @@
 /// Device memory from the CUDA runtime: `cudaMemGetInfo` -> capacity and used.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 // A .cuh beside the other CUDA code, although it has no device code: it needs only
 // <cuda_runtime_api.h> and CUDA::cudart, so a host .cpp linking mldiag::cuda can include it too,
 // and it is where a user looks for what needs the CUDA Toolkit (include/ must build without it).
@@ -12,7 +13,7 @@
 
 #include <string>
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// The memory of CUDA device `device` as the driver sees it: `capacity` (total) and `used`
 /// (total - free: every process on the device and the CUDA context included, not only this

@@ -3,6 +3,7 @@
 /// global ones with three NCCL all-reduces, on the caller's stream, with no host sync.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/distributed/packed.hpp"
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
@@ -15,7 +16,7 @@
 #include <string>
 #include <utility>  // std::move
 
-namespace mldiag::cuda {
+namespace mldiag::inline MLDIAG_ABI::cuda {
 
 /// The outcome of `nccl_merge`: ok, or what failed (a CUDA launch, an NCCL call or an
 /// argument) with a message starting with `mldiag:`. An error leaves the stream with

@@ -2,6 +2,7 @@
 /// Q1 `chance_level`: a cross-entropy loss still at chance level after training.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the loss of a cross-entropy classifier still at chance level, ln(classes), after
 /// `warmup` steps: the mean of the last `window` losses above (1 - `tolerance`) ln C. Nothing

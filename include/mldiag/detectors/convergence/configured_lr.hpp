@@ -2,6 +2,7 @@
 /// Q1 `configured_lr`: a learning rate above the peak the configuration states.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the learning rate in use above the peak the configuration states (`peak`; 0 = not
 /// known, silent) by more than `max_factor` (2): a schedule that starts at 10x its peak, a

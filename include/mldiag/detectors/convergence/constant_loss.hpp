@@ -2,6 +2,7 @@
 /// Q1 `constant_loss`: a loss that cannot measure learning: constant from the start, or exactly zero.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: a loss that cannot be a measurement of learning: the first `steps` (5) recorded losses
 /// all within `tolerance` (1e-4) relative of the first (the model is not being trained at all:

@@ -2,6 +2,7 @@
 /// Q1 `dead_activations`: activations that are (almost) all exact zeros.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: dead activations — an activation tensor whose fraction of exact zeros exceeds
 /// `max_zero_fraction` (default 0.99: dead ReLUs): at once where the tensor was seen alive

@@ -2,6 +2,7 @@
 /// Q1 `divergence`: a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: divergence signs other than a spike: a loss value that goes missing after losses were
 /// logged (critical); a loss that rose by at least `min_step_rise` on each of the last

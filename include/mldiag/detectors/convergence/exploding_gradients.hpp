@@ -2,6 +2,7 @@
 /// Q1 `exploding_gradients`: a gradient norm that jumps or grows far above its baseline, judged with the loss.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: exploding gradients, two ways, each judged with the loss where the loss is recorded
 /// (a gradient norm that grows while the loss falls is a change of regime, not an explosion: a

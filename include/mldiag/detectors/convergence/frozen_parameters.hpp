@@ -2,6 +2,7 @@
 /// Q1 `frozen_parameters`: parameters that do not change while their gradients ask them to.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: parameters that do not change: a parameter tensor whose statistics are bit-identical
 /// for `steps` consecutive snapshots while its gradient (same name) is non-zero — frozen by

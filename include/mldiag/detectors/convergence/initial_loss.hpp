@@ -2,6 +2,7 @@
 /// Q1 `initial_loss`: a first cross-entropy loss far from ln(classes).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the first recorded loss of a cross-entropy classifier far from ln(classes), the loss of
 /// a uniform guess (wrong loss function, labels or initialization scale). Off unless

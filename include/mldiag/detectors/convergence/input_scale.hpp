@@ -2,6 +2,7 @@
 /// Q1 `input_scale`: inputs that are not normalized.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: inputs that are not normalized, the first of the method's obvious checks: a recorded
 /// input batch (`role::input`) whose root mean square is above `max_rms` (10). Standardized

@@ -2,6 +2,7 @@
 /// Q1 `loss_not_decreasing`: a loss that has not come down since the start.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the loss has not come down since the start (mean of the last `window` losses within
 /// `min_improvement` of the mean of the first `start_window`, and no significant downward trend)

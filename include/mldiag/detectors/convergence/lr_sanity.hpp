@@ -2,6 +2,7 @@
 /// Q1 `lr_sanity`: a learning rate that cannot work: not finite, zero, absurdly large, jumping.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: a learning rate that cannot work: not finite or negative (critical), zero for
 /// `zero_steps` steps in a row before it was ever positive (warning; schedules may start at

@@ -2,6 +2,7 @@
 /// Q1 `non_finite`: NaN or Inf in the loss, a logged gradient norm or a tensor, located at its origin.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: NaN or Inf in the loss, in a logged gradient norm, or in a gradient, activation or
 /// parameter tensor. Critical, except a non-finite gradient norm alone:

@@ -2,6 +2,7 @@
 /// Q1 `oscillation`: a loss that swings around its trend with a large amplitude.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: oscillation — the loss swings up and down around its trend with large amplitude:
 /// over `window` losses, the sign-change rate of the differences above `min_sign_changes`

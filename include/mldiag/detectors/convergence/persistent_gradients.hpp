@@ -2,6 +2,7 @@
 /// Q1 `persistent_gradients`: gradients that agree step after step: gradients never zeroed.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: gradients that persist from step to step, the signature of gradients never zeroed
 /// (a missing or misplaced `zero_grad()`), from a gradient_persistence's two cosines: over the

@@ -2,6 +2,7 @@
 /// Q1 `plateau`: a loss that fell and then stalled.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the loss decreased (by more than `min_improvement` since the start) and then stalled:
 /// no significant trend over the last `window` losses and less than `stall_change` relative

@@ -2,6 +2,7 @@
 /// Q1 `probabilities_as_logits`: probabilities fed to a loss that expects logits.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: wrong loss — the tensor fed to a cross-entropy loss as logits holds probabilities:
 /// every value of an activation whose name contains `tag` ("logits") lies in [0, 1] for

@@ -2,6 +2,7 @@
 /// Q1 `repeated_batch`: the same input batch every step.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the same input batch every step — a data pipeline that hands out one batch (a loader
 /// created anew inside the loop, the first batch of an iterator taken each step, an index that

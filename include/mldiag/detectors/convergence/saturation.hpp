@@ -2,6 +2,7 @@
 /// Q1 `saturation`: saturated tanh or sigmoid outputs.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: saturated tanh or sigmoid outputs, bounded from the statistics alone. For a tensor
 /// whose name contains `tanh_tag` and whose values lie in [-1, 1], at least

@@ -2,6 +2,7 @@
 /// Q1 `tensor_norm_jump`: one tensor's norm jumping far above its own baseline (a tensor detector).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// A tensor detector (for `per_tensor`): one tensor's L2 norm jumps above `ratio` times the
 /// median of its own last `window` norms. `per_tensor(role::gradient, tensor_norm_jump{})`

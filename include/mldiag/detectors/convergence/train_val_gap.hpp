@@ -2,6 +2,7 @@
 /// Q1 `train_val_gap`: a training loss far below the validation loss.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: the training loss far below the validation loss: at a step with a validation loss,
 /// the validation loss at least `min_ratio` (5) times the mean of the last `window` (20)

@@ -2,6 +2,7 @@
 /// Q1 `update_ratio`: an update too large or too small for its parameter.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: update ratio ||delta theta|| / ||theta|| out of range for a parameter (its update
 /// recorded with role::update under the same name): above `max_ratio` (1) or below

@@ -2,6 +2,7 @@
 /// Q1 `vanishing_gradients`: gradients too small to train, or dying from the output back to the input.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: vanishing gradients — the RMS of all gradient elements below `min_rms` (default 1e-9),
 /// or the input side's gradient RMS below `layer_ratio` (default 1e-3) times the last recorded

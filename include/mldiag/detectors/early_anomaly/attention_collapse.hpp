@@ -2,6 +2,7 @@
 /// Q2 `attention_collapse`: attention rows that are nearly one-hot.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: attention entropy collapse — a recorded attention tensor whose mean normalized row
 /// entropy falls below `min_normalized_entropy` (the method's 0.1: rows nearly one-hot).

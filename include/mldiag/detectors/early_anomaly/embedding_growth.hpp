@@ -2,6 +2,7 @@
 /// Q2 `embedding_growth`: embedding norms growing without bound.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: embedding norms growing without bound — for parameters whose name contains `tag`
 /// ("embed"), the norm over the last `window` recorded steps rises with a t-statistic above

@@ -2,6 +2,7 @@
 /// Q2 `expert_imbalance`: a mixture-of-experts router that collapses, starves or overloads its experts.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: mixture-of-experts imbalance, three ways, each held for some steps in a row (a small
 /// batch routed top-1 swings for a step or two in healthy runs — the examples' transformer,

@@ -2,6 +2,7 @@
 /// Q2 `loss_spike`: a loss that rises far above its robust running baseline.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: the loss rises above `factor` times its robust running baseline (median of the last
 /// `window` losses that did not fire) for `sustain` observations in a row. Defaults: factor

@@ -2,6 +2,7 @@
 /// Q2 `parameter_drift`: parameters that have drifted as far from their initialization as their own norm.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: parameter drift from initialization — a tensor's relative drift
 /// ||theta - theta0|| / ||theta0|| (from a drift_tracker, evidence/drift.hpp) above

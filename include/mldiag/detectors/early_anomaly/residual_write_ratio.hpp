@@ -2,6 +2,7 @@
 /// Q2 `residual_write_ratio`: blocks that write more into the residual stream than it carries.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q2: residual write ratio ||block output|| / ||residual input|| above `max_ratio` for
 /// `sustain` steps in a row. The method's line is 1.0 (a block writes more than the stream

@@ -2,6 +2,7 @@
 /// Q3 `communication_overhead`: collectives that take a large share of the step.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: communication overhead — `timings.communication / timings.total` above `max_share`
 /// (0.25) for `sustain` (10) observations after `warmup` (10); or, when the step's bytes and

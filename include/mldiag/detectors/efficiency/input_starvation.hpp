@@ -2,6 +2,7 @@
 /// Q3 `input_starvation`: a step that waits for its data.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: input starvation — the step waits for data: the median of data_wait / total over the
 /// last `window` (20) steps above `max_share` (0.3: the method's "GPU idle while the loader

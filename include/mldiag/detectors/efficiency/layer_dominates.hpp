@@ -2,6 +2,7 @@
 /// Q3 `layer_dominates`: one layer that takes most of the step.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: one layer dominates the step — among the layers timed in a step (at least three), one
 /// takes more than `max_share` (0.5) of their summed time and more than `min_ratio` (4) times

@@ -2,6 +2,7 @@
 /// Q3 `low_mfu`: model FLOPs utilization in the method's low bands.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: low MFU — the method's efficiency table by band: MFU below `low` (0.2) is a warning
 /// (input-bound or the wrong backend: unfused attention, fp32 math); from `low` to `moderate`

@@ -2,6 +2,7 @@
 /// Q3 `memory_fragmentation`: a caching allocator whose free memory is fragmented.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: memory fragmentation — near capacity (fill above `near_capacity`, 0.8), either
 /// 1 - allocated/reserved above `max_fragmentation` (0.3), or the largest free block below

@@ -2,6 +2,7 @@
 /// Q3 `memory_growth`: memory that grows step after step: a leak.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: memory growth (a leak) — over the last `window` (200) observations after `warmup` (20),
 /// split into `segments` (8) equal parts, at least `min_rising` (7) of the consecutive

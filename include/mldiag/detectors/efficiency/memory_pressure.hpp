@@ -2,6 +2,7 @@
 /// Q3 `memory_pressure`: memory near the device's capacity.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: memory pressure — the fullest of allocated, reserved and used over capacity
 /// (`memory_evidence::fill`) above `max_fill` (0.95) for `sustain` (5) observations. Needs

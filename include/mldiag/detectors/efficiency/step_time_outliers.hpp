@@ -2,6 +2,7 @@
 /// Q3 `step_time_outliers`: steps far slower than the typical one.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: step-time outliers — a step whose `timings.total` exceeds the median of the last
 /// `window` (200) steps by more than `mads` (6) scaled MADs and by `min_ratio` (1.5x), at least

@@ -2,6 +2,7 @@
 /// Q3 `straggler`: one rank slower than the others.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
-/// Q3: straggler — across ranks (`record_rank_step_times`), the slowest rank's time over the
+/// Q3: straggler — across ranks (`observe(rank_step_times)`), the slowest rank's time over the
 /// median rank's above `min_ratio` (1.15), the same rank for `sustain` (20) steps in a row.
 /// Location `rank <r>`. Reports onsets.
 ///

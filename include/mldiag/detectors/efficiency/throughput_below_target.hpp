@@ -2,6 +2,7 @@
 /// Q3 `throughput_below_target`: throughput below the user's target while the hardware is busy.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/detector.hpp"
 #include "mldiag/signals/window.hpp"
 
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::detectors {
+namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q3: throughput below target while the hardware is busy — `efficiency.throughput` below
 /// `min_fraction` (0.9) of `throughput_target` for `sustain` (10) observations after `warmup`

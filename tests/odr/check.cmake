@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: Apache-2.0
+# cmake -D CXX=<compiler> -D NM=<nm> -D DIR=<this folder> -D INCLUDE=<include dir> -D WORK=<scratch dir>
+#       -D CASE=<same|prefetch|compiled|vectors|dispatch|lanes> -P check.cmake
+# Two translation units that pass mldiag values to each other. Built with one configuration
+# they link and run; built with two (a macro that changes an inline body, or the compiled and
+# the header-only mode) they must fail to link: the undefined symbol names the configuration
+# the calling side was built with (core/config.hpp; docs/building.md says what to do).
+set(base -std=c++20 -O1 "-I${INCLUDE}")
+set(maker_flags)
+set(reader_flags)
+if(CASE STREQUAL "prefetch")
+  set(reader_flags -DMLDIAG_PREFETCH_BYTES=4096)
+  set(expect_a "prefetch8192")
+  set(expect_b "prefetch4096")
+elseif(CASE STREQUAL "compiled")
+  set(reader_flags -DMLDIAG_COMPILED)
+  set(expect_a "header_only_")
+  set(expect_b "compiled_")
+elseif(CASE STREQUAL "vectors")
+  set(reader_flags -DMLDIAG_NO_HOST_VECTORS)
+  set(expect_a "_vectors_")
+  set(expect_b "_scalar_")
+elseif(CASE STREQUAL "dispatch")
+  set(reader_flags -DMLDIAG_NO_HOST_DISPATCH)
+  set(expect_a "_dispatch")
+  set(expect_b "_nodispatch")
+elseif(CASE STREQUAL "lanes")
+  set(reader_flags -mavx2)
+  set(expect_a "lanes4")
+  set(expect_b "lanes8")
+elseif(NOT CASE STREQUAL "same")
+  message(FATAL_ERROR "unknown CASE '${CASE}'")
+endif()
+
+file(MAKE_DIRECTORY "${WORK}")
+foreach(side maker reader)
+  execute_process(COMMAND "${CXX}" ${base} ${${side}_flags} -c "${DIR}/${side}.cpp" -o "${WORK}/${side}.o"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${side}.cpp does not compile with ${${side}_flags}:\n${out}")
+  endif()
+endforeach()
+execute_process(COMMAND "${CXX}" "${WORK}/maker.o" "${WORK}/reader.o" -o "${WORK}/program"
+                RESULT_VARIABLE link_rc OUTPUT_VARIABLE link_out ERROR_VARIABLE link_out)
+if(CASE STREQUAL "same")
+  if(NOT link_rc EQUAL 0)
+    message(FATAL_ERROR "one configuration did not link:\n${link_out}")
+  endif()
+  execute_process(COMMAND "${WORK}/program" RESULT_VARIABLE run_rc OUTPUT_VARIABLE run_out)
+  if(NOT run_rc EQUAL 0)
+    message(FATAL_ERROR "the program read the wrong values: ${run_out}")
+  endif()
+  message(STATUS "one configuration links and runs: ${run_out}")
+  return()
+endif()
+if(link_rc EQUAL 0)
+  message(FATAL_ERROR "two configurations (${reader_flags} on one side) linked into one program; they must not")
+endif()
+# The undefined symbol names the caller's configuration...
+if(NOT link_out MATCHES "read_elsewhere\\(mldiag::[a-z0-9_]*${expect_a}")
+  message(FATAL_ERROR "the link failed without naming the configuration '${expect_a}':\n${link_out}")
+endif()
+# ...and the other side defined the function under its own (in its object's symbols).
+execute_process(COMMAND "${NM}" -C "${WORK}/reader.o" OUTPUT_VARIABLE symbols)
+if(NOT symbols MATCHES "read_elsewhere\\(mldiag::[a-z0-9_]*${expect_b}")
+  message(FATAL_ERROR "reader.o does not define read_elsewhere under '${expect_b}':\n${symbols}")
+endif()
+message(STATUS "the mix failed to link, naming the caller's configuration:\n${link_out}")
