@@ -319,6 +319,29 @@ TEST_CASE("snapshot merge - data-parallel replicas that drift apart are reported
   CHECK(std::any_of(causes.begin(), causes.end(), [](const auto* row) { return row->cause == "ranks out of sync"; }));
 }
 
+TEST_CASE("snapshot merge - a replicated input that differs is located as an input (every role has a prefix)") {
+  // Tensor parallelism: every rank of the group reads the same batch, so inputs are replicated.
+  // The location of a replica mismatch comes from its role; role::input is the last role, and
+  // a lookup table one entry short read past its end here (out of bounds under ASan).
+  const int me = mpi().rank(), world = mpi().size();
+  auto options = md::merge_options::tensor_parallel();
+  options.roles[static_cast<std::size_t>(mldiag::role::input)] = md::sharding::replicated;
+  md::snapshot_merger merge(mpi(), options);
+  mldiag::monitor mon;
+  merge.attach(mon);
+  std::vector<float> x(32, 0.5f);
+  if (me == world - 1) x[3] = 0.75f;  // one rank read another batch
+  mon.begin_step(0);
+  mon.observe(mldiag::role::input, "tokens_embedded", std::span<const float>(x));
+  (void)mon.end_step();
+  const auto& r = merge.last_report();
+  REQUIRE(r.replica_mismatches.size() == 1);
+  CHECK(r.replica_mismatches[0].first == mldiag::role::input);
+  REQUIRE(mon.open_diagnoses() == 1);
+  CHECK(mon.opened_by(0).symptom == "replicas out of sync");
+  CHECK(mon.opened_by(0).where.at(0).first == "input/tokens_embedded");  // vocab's location(role::input, name)
+}
+
 TEST_CASE("snapshot merge - ranks at different steps get a clear error on every rank") {
   const int me = mpi().rank();
   md::snapshot_merger merge(mpi());

@@ -2,6 +2,7 @@
 /// Statistics, snapshots and findings across the ranks of an MPI job (target mldiag::mpi).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/distributed/merge.hpp"
@@ -26,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-namespace mldiag::distributed {
+namespace mldiag::inline MLDIAG_ABI::distributed {
 
 /// How the partial results of the ranks are combined.
 enum class merge_order : std::uint8_t {

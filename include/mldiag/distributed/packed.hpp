@@ -12,7 +12,7 @@
 #include <cstdint>  // std::uint64_t
 #include <span>     // the host helpers
 
-namespace mldiag::distributed {
+namespace mldiag::inline MLDIAG_ABI::distributed {
 
 /// Sizes and offsets, in doubles, of the three buffers that merge `tensors` tensor_stats and
 /// `entropies` entropy_stats per rank. Every rank of a merge must use the same (N, M) and the

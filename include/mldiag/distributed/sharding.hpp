@@ -2,6 +2,7 @@
 /// Which part of which tensor a rank holds: FSDP flat shards and even row/column splits.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace mldiag::distributed {
+namespace mldiag::inline MLDIAG_ABI::distributed {
 
 /// One tensor's elements inside a rank's flat shard: elements [begin, begin + length) of
 /// tensor `tensor` (in its flattened order) sit at [local_offset, local_offset + length) of
