@@ -177,6 +177,54 @@ TEST_CASE("module_observer: parameters, gradients and updates of one step, again
 }
 
 namespace {
+// A model held the way the pytorch/examples MNIST program holds it: a plain module by value.
+struct plain_net : torch::nn::Module {
+  plain_net() : fc(register_module("fc", torch::nn::Linear(3, 2))) {}
+  torch::nn::Linear fc;
+};
+
+// The gradient norms one step of `watch` records for `module`'s parameters.
+std::vector<double> watched_gradient_norms(mldiag::module_observer& watch) {
+  mldiag::monitor mon;
+  mon.begin_step(0);
+  watch.observe(mon);
+  mon.end_step();
+  std::vector<double> out;
+  for (const auto& g : mon.evidence().current().gradients) out.push_back(g.stats.l2_norm());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("module_observer: a module, a module holder and a shared_ptr to a module all watch the same") {
+  torch::manual_seed(5);
+  plain_net plain;
+  plain.fc->forward(torch::randn({4, 3})).sum().backward();
+  torch::nn::Linear holder(3, 2);
+  holder->forward(torch::randn({4, 3})).sum().backward();
+  auto shared = std::make_shared<plain_net>();
+  shared->fc->forward(torch::randn({4, 3})).sum().backward();
+
+  mldiag::module_observer by_ref(plain);           // the module itself
+  mldiag::module_observer by_holder(holder);       // a holder, without `*`
+  mldiag::module_observer by_deref(*holder);       // a holder, dereferenced (as before)
+  mldiag::module_observer by_shared(shared);       // a shared_ptr to a module
+  const auto norms = [](const torch::nn::Module& m) {
+    std::vector<double> out;
+    for (const auto& p : m.parameters()) out.push_back(torch_norm(p.grad()));
+    return out;
+  };
+  const auto check = [](const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  };
+  check(watched_gradient_norms(by_ref), norms(plain));
+  check(watched_gradient_norms(by_holder), norms(*holder));
+  check(watched_gradient_norms(by_deref), norms(*holder));
+  check(watched_gradient_norms(by_shared), norms(*shared));
+  CHECK(watched_gradient_norms(by_holder).size() == 2);  // weight and bias
+}
+
+namespace {
 struct tapped_net : torch::nn::Module {
   tapped_net() : fc1(register_module("fc1", torch::nn::Linear(5, 8))), fc2(register_module("fc2", torch::nn::Linear(8, 2))) {}
   at::Tensor forward(const at::Tensor& x) {

@@ -656,6 +656,18 @@ TEST_CASE("configuration findings: before training in the table, not on the curv
   CHECK(count(page, "1 before training (no step)") == 1);
 }
 
+TEST_CASE("a finding's why is shown, escaped, with its severity; none when the policy gave none") {
+  run_log run = named_run();
+  auto f = make_finding("exploding gradients", mldiag::severity::warning, 40, {"grad/fc1.weight"});
+  f.why = "consequence observed; the loss rose <2x>";
+  run.findings.push_back({40, f});
+  auto g = make_finding("loss spike", mldiag::severity::info, 50, {"loss"});
+  run.findings.push_back({50, g});  // no why: nothing printed for it
+  const std::string page = mldiag::report::render_html(run);
+  CHECK(count(page, "<p class=\"note why\">") == 1);
+  CHECK(count(page, "<p class=\"note why\">why warning: consequence observed; the loss rose &lt;2x&gt;</p>") == 1);
+}
+
 TEST_CASE("open diagnoses are shown, and no diagnosis only when there is none") {
   run_log run = named_run();
   const std::string none = mldiag::report::render_html(run);

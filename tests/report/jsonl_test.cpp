@@ -306,3 +306,40 @@ TEST_CASE(
         mldiag::error);
   }
 }
+
+TEST_CASE("JSON Lines: a finding's why and consequence_of are written when set and read back") {
+  const auto path = temp_file("why.jsonl");
+  mldiag::finding with_reason = mldiag::make_finding(mldiag::question::convergence, mldiag::symptoms::exploding_gradients,
+                                                     mldiag::severity::warning, 12, "exploding_gradients", {{"ratio", 14.0}});
+  with_reason.where = {{"grad/fc1.weight", 14.0}};
+  with_reason.why = "consequence observed; the loss rose \"above\" its median";  // a quote to escape
+  mldiag::finding downstream = with_reason;
+  downstream.why.clear();
+  downstream.consequence_of = "non-finite loss";
+  downstream.consequence_of_step = 9;
+  {
+    r::jsonl_sink sink(path, "why", {});
+    sink.finding(12, with_reason);
+    sink.finding(13, downstream);
+  }
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[1].find(R"("why":"consequence observed; the loss rose \"above\" its median")") != std::string::npos);
+  CHECK(lines[1].find("consequence_of") == std::string::npos);  // not a consequence: not written
+  CHECK(lines[2].find("\"why\"") == std::string::npos);         // no reason given: not written
+  CHECK(lines[2].find(R"("consequence_of":"non-finite loss","consequence_of_step":9)") != std::string::npos);
+  const auto log = r::read_jsonl(path);
+  REQUIRE(log.findings.size() == 2);
+  CHECK(log.findings[0].finding.why == with_reason.why);
+  CHECK_FALSE(log.findings[0].finding.is_consequence());
+  CHECK(log.findings[1].finding.why.empty());
+  CHECK(log.findings[1].finding.consequence_of == "non-finite loss");
+  CHECK(log.findings[1].finding.consequence_of_step == 9);
+  // A consequence without its step is a damaged line: refused, naming it.
+  CHECK_THROWS_WITH_AS((void)r::parse_jsonl("{\"step\":1,\"finding\":{\"question\":1,\"symptom\":\"s\",\"severity\":"
+                                            "\"info\",\"first_step\":1,\"last_step\":1,\"consequence_of\":\"x\"}}\n",
+                                            "c.jsonl"),
+                       doctest::Contains("c.jsonl:1: \"consequence_of\" needs a whole \"consequence_of_step\" >= 0"),
+                       mldiag::error);
+  std::filesystem::remove(path);
+}

@@ -3,6 +3,7 @@
 /// in layer order, activations, attention entropy, router load. Target: mldiag::torch.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/core/tensor_ref.hpp"
 #include "mldiag/evidence/persistence.hpp"
@@ -13,6 +14,9 @@
 
 #include <torch/torch.h>
 
+#include <concepts>  // std::derived_from
+#include <memory>    // std::shared_ptr
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -20,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 namespace detail {
 
 inline dtype torch_dtype(const at::Tensor& t, std::string_view name) {
@@ -60,7 +64,7 @@ struct mldiag::view_traits<at::Tensor> {
   static mldiag::tensor_ref view(const at::Tensor& t) { return mldiag::as_tensor_ref({}, t); }
 };
 
-namespace mldiag {
+namespace mldiag::inline MLDIAG_ABI {
 
 /// Statistics of a CPU tensor (any of f64, f32, f16, bf16; contiguous or strided), in one
 /// pass, without a copy.
@@ -306,7 +310,8 @@ struct module_observer_options {
 ///
 /// **Example**
 /// ```cpp
-/// mldiag::module_observer watch(*model);   // once, after building the model
+/// mldiag::module_observer watch(model);    // once, after building the model (a module,
+///                                          // a module holder or a shared_ptr to a module)
 /// for (...) {
 ///   loss.backward(); opt.step();
 ///   mon.observe(mldiag::scalar::loss, loss.item<double>());
@@ -322,6 +327,19 @@ class module_observer {
   /// The same, and the activations of the module's tap handed over in the same call.
   module_observer(const torch::nn::Module& module, activation_tap& tap, module_observer_options o = {})
       : module_(&module), tap_(&tap), options_(o) {}
+  /// The same for a module holder (`torch::nn::Sequential`, `torch::nn::Linear`, a
+  /// `TORCH_MODULE(Net)`) or a `std::shared_ptr` to a module, so that `watch(model)` reads the
+  /// same whichever way the program holds its model. The module must outlive the observer.
+  template <class M>
+  explicit module_observer(const torch::nn::ModuleHolder<M>& module, module_observer_options o = {})
+      : module_observer(*module, o) {}
+  template <class M>
+  module_observer(const torch::nn::ModuleHolder<M>& module, activation_tap& tap, module_observer_options o = {})
+      : module_observer(*module, tap, o) {}
+  template <class M>
+    requires std::derived_from<M, torch::nn::Module>
+  explicit module_observer(const std::shared_ptr<M>& module, module_observer_options o = {})
+      : module_observer(*module, o) {}
 
   template <observer O>
   void observe(O& mon) {

@@ -4,6 +4,7 @@
 /// The schema is documented in docs/formats.md (schema version 2; the reader reads 1 too).
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/recorder.hpp"
@@ -25,7 +26,7 @@
 #include <string>
 #include <string_view>
 
-namespace mldiag::report {
+namespace mldiag::inline MLDIAG_ABI::report {
 
 /// The JSON Lines schema version this code writes (with the default, strict, non-finite
 /// style) and the newest it reads (docs/formats.md). Schema 1 is the same lines with NaN and
@@ -170,6 +171,17 @@ inline void append_finding_line(std::string& out, std::int64_t step, const findi
   }
   out += "},\"detector\":";
   json::append_quoted(out, f.detector);
+  // Why it has its severity (the escalation policy's reason) and what it is downstream of:
+  // written only when there is something to say, so older logs and readers are unaffected.
+  if (!f.why.empty()) {
+    out += ",\"why\":";
+    json::append_quoted(out, f.why);
+  }
+  if (f.is_consequence()) {
+    out += ",\"consequence_of\":";
+    json::append_quoted(out, f.consequence_of);
+    out += ",\"consequence_of_step\":" + std::to_string(f.consequence_of_step);
+  }
   out += "}}";
 }
 
@@ -306,6 +318,15 @@ inline finding parse_finding(const json::value& f, std::string_view where) {
     }
   }
   if (const auto* d = f.find("detector"); d != nullptr && d->is_string()) out.detector = d->string();
+  if (const auto* w = f.find("why"); w != nullptr && w->is_string()) out.why = w->string();
+  if (const auto* c = f.find("consequence_of"); c != nullptr && c->is_string()) {
+    const auto* cs = f.find("consequence_of_step");
+    double step = -1.0;
+    if (cs == nullptr || !number_of(*cs, step) || step < 0 || step != std::floor(step))
+      throw error(std::string(where) + ": \"consequence_of\" needs a whole \"consequence_of_step\" >= 0");
+    out.consequence_of = c->string();
+    out.consequence_of_step = static_cast<std::int64_t>(step);
+  }
   return out;
 }
 

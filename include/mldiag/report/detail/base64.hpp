@@ -2,12 +2,13 @@
 /// Base64 (RFC 4648, padded): binary data inlined as a `data:` URI.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace mldiag::report::detail {
+namespace mldiag::inline MLDIAG_ABI::report::detail {
 
 [[nodiscard]] inline std::string base64(std::string_view bytes) {
   static constexpr std::string_view alphabet =

@@ -3,6 +3,7 @@
 /// which rows a finding's location names.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/report/detail/png.hpp"  // rgb
 #include "mldiag/report/detail/step_buckets.hpp"
 #include "mldiag/report/jsonl.hpp"
@@ -18,7 +19,7 @@
 #include <utility>  // std::swap
 #include <vector>
 
-namespace mldiag::report::detail::html {
+namespace mldiag::inline MLDIAG_ABI::report::detail::html {
 
 // The tensor of a per-tensor gradient norm metric (`grad/<tensor>/norm`), or "".
 [[nodiscard]] inline std::string_view grad_norm_tensor(std::string_view metric) noexcept {

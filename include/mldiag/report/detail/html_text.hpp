@@ -2,13 +2,14 @@
 /// Text for the HTML report: escaping for HTML text and attributes, numbers for people.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include <fmt/format.h>
 
 #include <cmath>
 #include <string>
 #include <string_view>
 
-namespace mldiag::report::detail::html {
+namespace mldiag::inline MLDIAG_ABI::report::detail::html {
 
 // Appends text escaped for HTML text and attribute values (quotes included); control
 // characters other than tab and newline become spaces, which HTML would reject or drop.

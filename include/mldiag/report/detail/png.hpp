@@ -2,6 +2,7 @@
 /// An 8-bit indexed-colour PNG encoder (stored deflate blocks, no zlib): the heatmap's pixels.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mldiag::report::detail {
+namespace mldiag::inline MLDIAG_ABI::report::detail {
 
 [[nodiscard]] inline std::uint32_t crc32(std::span<const unsigned char> bytes,
                                          std::uint32_t crc = 0) noexcept {

@@ -2,6 +2,7 @@
 /// The HTML report's x axis: steps grouped into buckets, and a metric's envelope per bucket.
 #pragma once
 
+#include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/error.hpp"
 #include "mldiag/report/run_log.hpp"
 
@@ -13,7 +14,7 @@
 #include <span>
 #include <vector>
 
-namespace mldiag::report::detail::html {
+namespace mldiag::inline MLDIAG_ABI::report::detail::html {
 
 // Steps [first, last] in `count` buckets of `width` steps each; bucket b holds steps
 // [begin(b), end(b)] (both included).
