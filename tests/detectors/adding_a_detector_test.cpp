@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include "mldiag/detectors/catalogue.hpp"
+#include "mldiag/detectors/describe.hpp"
+#include "mldiag/monitor.hpp"
 #include "mldiag/evidence/recorder.hpp"
 
 #include "example_detector.hpp"
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -105,4 +108,25 @@ TEST_CASE("adding a detector: the default set built from the list holds it, and 
   CHECK(found[0].severity == mldiag::severity::warning);
   CHECK(found[0].why == "held 3 of 3 observations; no loss of this task goes below its floor");
   CHECK(mldiag_test::evidence(found[0], "floor") == 1.0);
+}
+
+TEST_CASE("adding a detector: the lines docs/detectors.md shows compile and do what it says") {
+  mldiag::monitor mon;
+  // [own_detector_use]
+  using my_detectors = mldiag::detectors::all_detectors::with<example::loss_below_floor>;
+
+  auto d = mldiag::detectors::make_detector(my_detectors{}, "loss_below_floor", {{"floor", 1.0}});
+  auto all = mldiag::detectors::default_set(my_detectors{});         // the library's and yours
+  std::string table = mldiag::detectors::describe_markdown(my_detectors{});  // your catalogue table
+  mon.add(example::loss_below_floor({.floor = 1.0}));                 // or straight into a monitor
+  // [own_detector_use]
+  CHECK(d.name() == "loss_below_floor");
+  CHECK(all.size() == det::all_detectors::size + 1);
+  CHECK(all.contains("loss_below_floor"));
+  CHECK(mon.detector_set().contains("loss_below_floor"));
+  // Its row, written out by hand: name, question, symptom, summary, the defaults of its fields.
+  CHECK(table.find("| `loss_below_floor` | Q1 convergence | loss below its floor | a loss below the floor its task allows | "
+                   "`floor` -inf, `sustain` 3 |\n") != std::string::npos);
+  CHECK(table.find("| `loss_spike` |") != std::string::npos);
+  CHECK(table.rfind("| `loss_below_floor`") > table.find("| `straggler`"));  // after the library's, in list order
 }

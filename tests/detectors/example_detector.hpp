@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+// [own_detector]
 namespace example {
 
 /// The symptom it raises: a constant of its own, beside the library's (`mldiag::symptoms`).
@@ -68,3 +69,4 @@ class loss_below_floor {
 static_assert(mldiag::detectors::detector<loss_below_floor>);
 
 }  // namespace example
+// [own_detector]

@@ -4,6 +4,7 @@
 //   mldiag stats CHECKPOINT...    per-tensor statistics of .safetensors / .npy / .npz
 //   mldiag diff A B               per-tensor drift between two checkpoints
 //   mldiag report RUN.jsonl       the self-contained HTML report of a monitor's JSON Lines
+//   mldiag detectors              the detector catalogue as a Markdown table
 // Exit codes: 0 nothing at warning or above, 1 something was, 2 bad input or usage
 // (docs/cli.md).
 #include "cli/checkpoint.hpp"
@@ -14,6 +15,7 @@
 #include "cli/scan.hpp"
 
 #include "mldiag/core/error.hpp"
+#include "mldiag/detectors/describe.hpp"
 #include "mldiag/report/episodes.hpp"
 #include "mldiag/report/html.hpp"
 #include "mldiag/report/jsonl.hpp"
@@ -58,6 +60,8 @@ commands:
   stats CHECKPOINT...     per-tensor statistics of .safetensors, .npy and .npz files
   diff A B                per-tensor drift from checkpoint A to checkpoint B
   report RUN.jsonl        the HTML report of a monitor's JSON Lines (-o FILE)
+  detectors               every detector of the catalogue with its symptoms and defaults, as a
+                          Markdown table (the one in docs/detectors.md)
 
 every command:
   --json                  one JSON document on stdout (schema: docs/cli.md)
@@ -544,7 +548,12 @@ int main(int argc, char** argv) {
     if (command == "stats") return stats_command(parse_args(argc, argv, 2, {"--threads"}, {}));
     if (command == "diff") return diff_command(parse_args(argc, argv, 2, {"--threads", "--top"}, {}));
     if (command == "report") return report_command(parse_args(argc, argv, 2, {"-o", "--output", "--title"}, {}));
-    throw usage_error("unknown command '" + command + "'; the commands are scan, stats, diff, report (mldiag --help)");
+    if (command == "detectors") {
+      if (argc > 2) throw usage_error("'detectors' takes no options (mldiag --help)");
+      fmt::print("{}", mldiag::detectors::describe_markdown(mldiag::detectors::all_detectors{}));
+      return exit_clean;
+    }
+    throw usage_error("unknown command '" + command + "'; the commands are scan, stats, diff, report, detectors (mldiag --help)");
   } catch (const std::exception& e) {
     // One line, starting with "mldiag:", naming the file and what is wrong (mldiag::error's
     // messages do); anything else unexpected is reported the same way, never a crash.

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: Apache-2.0
+# docs/detectors.md's catalogue table is `mldiag detectors`' output, between its markers.
+#   cmake -D MLDIAG=<the mldiag tool> -D DOC=docs/detectors.md [-D UPDATE=1] -P check_detector_table.cmake
+# Without UPDATE: fails when the two differ, saying how to regenerate. With UPDATE=1: rewrites it.
+set(begin_marker "<!-- BEGIN mldiag detectors (generated; do not edit) -->\n")
+set(end_marker "<!-- END mldiag detectors -->")
+execute_process(COMMAND "${MLDIAG}" detectors RESULT_VARIABLE rc OUTPUT_VARIABLE table ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR table STREQUAL "")
+  message(FATAL_ERROR "mldiag: '${MLDIAG} detectors' failed (${rc}): ${err}")
+endif()
+file(READ "${DOC}" doc)
+string(FIND "${doc}" "${begin_marker}" b)
+string(FIND "${doc}" "${end_marker}" e)
+if(b EQUAL -1 OR e EQUAL -1 OR e LESS b)
+  message(FATAL_ERROR "mldiag: ${DOC} has no '${begin_marker}' ... '${end_marker}' block; put the two markers where the table goes")
+endif()
+string(LENGTH "${begin_marker}" begin_length)
+math(EXPR start "${b} + ${begin_length}")
+math(EXPR length "${e} - ${start}")
+string(SUBSTRING "${doc}" ${start} ${length} current)
+if(current STREQUAL table)
+  message(STATUS "${DOC}: the catalogue table is the code's")
+  return()
+endif()
+if(UPDATE)
+  string(SUBSTRING "${doc}" 0 ${start} head)
+  string(SUBSTRING "${doc}" ${e} -1 tail)
+  file(WRITE "${DOC}" "${head}${table}${tail}")
+  message(STATUS "${DOC}: the catalogue table rewritten from '${MLDIAG} detectors'")
+  return()
+endif()
+message(FATAL_ERROR "mldiag: ${DOC}'s catalogue table is stale: it is not what 'mldiag detectors' prints. "
+                    "Regenerate it: cmake -D MLDIAG=${MLDIAG} -D DOC=${DOC} -D UPDATE=1 -P ${CMAKE_CURRENT_LIST_FILE}")
