@@ -56,18 +56,18 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(1);
   const digits data = load_digits(MLDIAG_DIGITS_CSV);
+
+  // [readme]
   const std::int64_t n = data.y.size(0), train_n = n * 4 / 5, batch = 32, epochs = 10;
   torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::ReLU(), torch::nn::Linear(64, 10));
   double lr = 0.05;
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
   const std::string jsonl = out_dir + "/readme_loop.jsonl", html = out_dir + "/readme_loop.html";
-
-  // [readme]
   mldiag::monitor mon({.task = {.classes = 10}});                      // the default detectors (Q1-Q3)
   mldiag::report::attach_jsonl(mon, jsonl);                  // one line a step, finding, diagnosis
   mldiag::report::attach_html(mon, html);                    // written when the run ends
   mon.attach(mldiag::report::console_sink());              // a finding once per episode
-  mldiag::module_observer watch(*model);                     // parameters, gradients, updates
+  mldiag::module_observer watch(model);                      // parameters, gradients, updates
   std::int64_t step = 0;
   for (std::int64_t epoch = 0; epoch < epochs; ++epoch) {
     const torch::Tensor order = torch::randperm(train_n);
