@@ -656,7 +656,7 @@ TEST_CASE("configuration findings: before training in the table, not on the curv
   CHECK(count(page, "1 before training (no step)") == 1);
 }
 
-TEST_CASE("a finding's why is shown, escaped, with its severity; none when the policy gave none") {
+TEST_CASE("a finding's why is shown, escaped, with its severity, and nothing when the policy gave none") {
   run_log run = named_run();
   auto f = make_finding("exploding gradients", mldiag::severity::warning, 40, {"grad/fc1.weight"});
   f.why = "consequence observed; the loss rose <2x>";
