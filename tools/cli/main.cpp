@@ -530,6 +530,52 @@ int diff_command(const args& a) {
 
 }  // namespace
 
+constexpr std::string_view detectors_help = R"(mldiag detectors — the detector catalogue
+
+usage: mldiag detectors [--json]
+
+Every detector of the default set, in its order: name, question, the symptoms it can raise,
+what it finds, and its parameters with their defaults (the names make_detector and
+monitor_config::detectors take). Printed as the Markdown table docs/detectors.md holds; with
+--json, one JSON document: {"command":"detectors","detectors":[{"name","question","symptoms",
+"summary","parameters":[{"name","kind","default"}]}]}, a flag's default true or false.
+)";
+
+int detectors_command(int argc, char** argv) {
+  bool json = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      fmt::print("{}", detectors_help);
+      return exit_clean;
+    }
+    if (a == "--json") json = true;
+    else throw usage_error("'detectors' takes --json or --help, not '" + std::string(a) + "' (mldiag detectors --help)");
+  }
+  namespace det = mldiag::detectors;
+  if (!json) {
+    fmt::print("{}", det::describe_markdown(det::all_detectors{}));
+    return exit_clean;
+  }
+  json_out j;
+  j.begin_object().member("command", "detectors").key("detectors").begin_array();
+  for (const det::detector_description& d : det::describe(det::all_detectors{})) {
+    j.begin_object().member("name", d.name).member("question", static_cast<double>(d.question)).key("symptoms").begin_array();
+    for (const std::string_view s : d.symptoms) j.value(s);
+    j.end_array().member("summary", d.summary).key("parameters").begin_array();
+    for (const det::parameter_description& p : d.parameters) {
+      j.begin_object().member("name", p.name).member("kind", p.kind).key("default");
+      if (p.kind == "flag") j.value(p.value != 0.0);
+      else j.value(p.value);
+      j.end_object();
+    }
+    j.end_array().end_object();
+  }
+  j.end_array().end_object();
+  print_json(j);
+  return exit_clean;
+}
+
 int main(int argc, char** argv) {
   std::string command = argc > 1 ? argv[1] : "";
   bool json = false;
@@ -548,11 +594,7 @@ int main(int argc, char** argv) {
     if (command == "stats") return stats_command(parse_args(argc, argv, 2, {"--threads"}, {}));
     if (command == "diff") return diff_command(parse_args(argc, argv, 2, {"--threads", "--top"}, {}));
     if (command == "report") return report_command(parse_args(argc, argv, 2, {"-o", "--output", "--title"}, {}));
-    if (command == "detectors") {
-      if (argc > 2) throw usage_error("'detectors' takes no options (mldiag --help)");
-      fmt::print("{}", mldiag::detectors::describe_markdown(mldiag::detectors::all_detectors{}));
-      return exit_clean;
-    }
+    if (command == "detectors") return detectors_command(argc, argv);
     throw usage_error("unknown command '" + command + "'; the commands are scan, stats, diff, report, detectors (mldiag --help)");
   } catch (const std::exception& e) {
     // One line, starting with "mldiag:", naming the file and what is wrong (mldiag::error's
