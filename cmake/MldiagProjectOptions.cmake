@@ -42,7 +42,7 @@ function(mldiag_add_program name)
   cmake_parse_arguments(arg "" "" "SOURCES;LIBS" ${ARGN})
   # A consumer's program compiles mldiag::compiled's one source into itself; here a dozen
   # programs link it, so it is compiled once, as an object library with the same options, and
-  # linked into each (40-75 s of CPU a program saved, twice per CI run). Its configuration is
+  # linked into each (25-75 s of CPU a program saved, release and ASan). Its configuration is
   # theirs: a mismatch would fail to link (core/config.hpp).
   list(TRANSFORM arg_LIBS REPLACE "^mldiag::compiled$" mldiag_compiled_objects)
   if("mldiag_compiled_objects" IN_LIST arg_LIBS AND NOT TARGET mldiag_compiled_objects)

@@ -564,9 +564,12 @@ int detectors_command(int argc, char** argv) {
     for (const std::string_view s : d.symptoms) j.value(s);
     j.end_array().member("summary", d.summary).key("parameters").begin_array();
     for (const det::parameter_description& p : d.parameters) {
-      j.begin_object().member("name", p.name).member("kind", p.kind).key("default");
-      if (p.kind == "flag") j.value(p.value != 0.0);
-      else j.value(p.value);
+      using kind = det::parameter_value::kind;
+      const kind k = p.value.what();
+      j.begin_object().member("name", p.name).member("kind", k == kind::flag ? "flag" : k == kind::whole ? "count" : "number");
+      j.key("default");
+      if (k == kind::flag) j.value(p.value.number() != 0.0);
+      else j.value(p.value.number());
       j.end_object();
     }
     j.end_array().end_object();

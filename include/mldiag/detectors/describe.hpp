@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /// A detector list described as a Markdown table: each detector's `about` and its config's
 /// fields with their defaults. docs/detectors.md's catalogue table is this text for
-/// `all_detectors` (`mldiag detectors --markdown`), and a test fails when the two differ.
+/// `all_detectors` (`mldiag detectors`), and a test fails when the two differ.
 #pragma once
 
 #include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/detectors/catalogue.hpp"
 
-#include <cstdio>
-#include <cstdlib>  // std::strtod
+#include <charconv>  // std::to_chars: the shortest text that reads back as the same double
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -17,12 +16,11 @@
 
 namespace mldiag::inline MLDIAG_ABI::detectors {
 
-/// One parameter of a detector's config: its name, its kind ("number", "count" or "flag") and
-/// its default (a flag as 0 or 1).
+/// One parameter of a detector's config: its name and its default, of the field's kind (a
+/// number, a whole number for a count, a flag).
 struct parameter_description {
   std::string_view name;
-  std::string_view kind;
-  double value = 0.0;
+  parameter_value value = 0.0;
 };
 
 /// A detector as it describes itself: `about` and its config's parameters with their defaults.
@@ -35,16 +33,6 @@ struct detector_description {
 };
 
 namespace detail {
-
-// Shortest text that reads back as the same double (%.17g would print 0.1 as 0.10000000000000001).
-inline std::string format_default(double v) {
-  char buffer[32];
-  for (int digits = 6; digits <= 17; ++digits) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", digits, v);
-    if (std::strtod(buffer, nullptr) == v) break;
-  }
-  return buffer;
-}
 
 // A table cell may not hold a '|'.
 inline std::string cell(std::string_view text) {
@@ -62,23 +50,7 @@ detector_description describe_one() {
   if constexpr (requires { D::config::fields(); }) {
     static const typename D::config defaults{};  // static: GCC 12 misreads a local through a member pointer as uninitialized
     for (const auto& f : D::config::fields()) {
-      std::visit(
-          [&](auto member) {
-            using T = std::remove_cvref_t<decltype(defaults.*member)>;
-            parameter_description p{f.name, {}, 0.0};
-            if constexpr (std::is_same_v<T, bool>) {
-              p.kind = "flag";
-              p.value = defaults.*member ? 1.0 : 0.0;
-            } else if constexpr (std::is_same_v<T, double>) {
-              p.kind = "number";
-              p.value = defaults.*member;
-            } else {
-              p.kind = "count";
-              p.value = static_cast<double>(defaults.*member);
-            }
-            d.parameters.push_back(p);
-          },
-          f.at);
+      std::visit([&](auto member) { d.parameters.push_back({f.name, parameter_value(defaults.*member)}); }, f.at);
     }
   }
   return d;
@@ -97,9 +69,14 @@ template <class... Ds>
 /// A parameter's default as text: `true`/`false`, a whole number, or the shortest decimal that
 /// reads back as the same double.
 [[nodiscard]] inline std::string default_text(const parameter_description& p) {
-  if (p.kind == "flag") return p.value != 0.0 ? "true" : "false";
-  if (p.kind == "count") return std::to_string(static_cast<unsigned long long>(p.value));
-  return detail::format_default(p.value);
+  switch (p.value.what()) {
+    case parameter_value::kind::flag: return p.value.number() != 0.0 ? "true" : "false";
+    case parameter_value::kind::whole: return std::to_string(*p.value.whole());
+    case parameter_value::kind::number: break;
+  }
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, p.value.number()).ptr;
+  return std::string(buffer, end);
 }
 
 /// The detectors of `list` as a Markdown table (one row each, in the list's order): name,
