@@ -14,6 +14,7 @@
 #include "mldiag/evidence/recorder.hpp"
 #include "mldiag/protocol/diagnosis.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>  // std::integral
 #include <cstdint>
@@ -190,6 +191,32 @@ class monitor {
     return observe_evaluation(open_ ? recorder_.current().step : recorder_.past().back().step, val_loss);
   }
 
+  /// A progress metric of the open step (a return, an accuracy, a score): what the
+  /// convergence verdicts read when the loss is not a progress measure
+  /// (`task::objective = objective::not_progress`), and a second opinion otherwise
+  /// (metric_not_improving). Same as `observe(progress_metric{name, value, higher_is_better})`.
+  ///
+  /// **Example**: `mon.observe_metric("return", episode_return, true);`
+  void observe_metric(std::string_view name, double value, bool higher_is_better) {
+    observe(progress_metric{name, value, higher_is_better});
+  }
+
+  /// Declares that tensor `name` (or every tensor under it: `"emb"` covers `"emb.weight"`) is
+  /// meant to grow (embeddings started small): the detectors of growth (embedding_growth,
+  /// parameter_drift) report it as info, with the declaration as its reason.
+  ///
+  /// **Example**: `mon.expect_growth("item_embedding");`
+  void expect_growth(std::string_view name) {
+    for (const std::string_view d : {std::string_view("embedding_growth"), std::string_view("parameter_drift")})
+      quiet(d, name, "declared to grow");
+  }
+  /// Switches detector `detector`'s opinion of tensor `name` (or of every tensor under it) to
+  /// info, without switching the detector off for the others. `reason` goes into the finding's
+  /// `why`.
+  ///
+  /// **Example**: `mon.quiet("update_ratio", "bn.running_mean", "a buffer, not trained");`
+  void quiet(std::string_view detector, std::string_view name, std::string_view reason = "declared");
+
   /// Closes the step and runs the detectors. The returned findings stay valid until the
   /// next end_step(). Allocates nothing on a step where nothing fires, from the second step
   /// on (the first learns the names and reserves the history for steps like it).
@@ -264,7 +291,13 @@ class monitor {
   void notify(const finding& f);
   void deliver(const finding& f);
   void open_diagnosis_for(const finding& f);
+  // The user's per-tensor declarations (quiet, expect_growth) applied to new findings.
+  void apply_declarations(std::size_t from);
 
+  struct quieted {
+    std::string detector, tensor, reason;
+  };
+  std::vector<quieted> quieted_;
   monitor_config config_;
   recorder recorder_;
   detectors::dynamic_set detectors_;
@@ -288,10 +321,23 @@ MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)
     throw error("task::max_grad_norm is " + std::to_string(*t.max_grad_norm) +
                 ": give the positive bound the gradient norm is clipped to, or leave it unset when "
                 "gradients are not clipped");
+  if (t.chance_loss && !(std::isfinite(*t.chance_loss) && *t.chance_loss > 0.0))
+    throw error("task::chance_loss is " + std::to_string(*t.chance_loss) +
+                ": give the positive loss of an uninformed model (ln(batch) for an in-batch contrastive loss), or leave it unset");
+  if (t.loss_floor && !std::isfinite(*t.loss_floor))
+    throw error("task::loss_floor is not finite: give the lowest loss the objective can reach, or leave it unset");
+  const bool loss_is_progress = t.objective == objective::minimized;
   std::vector<detector_entry> entries = config_.detectors;
-  if (entries.empty())
-    for (auto n : detectors::default_detector_names())
-      if (!(t.from_checkpoint && n == "initial_loss")) entries.emplace_back(std::string(n));
+  if (entries.empty()) {
+    for (std::size_t i = 0; i < detectors::detector_infos.size(); ++i) {
+      const auto& info = detectors::detector_infos[i];
+      if (t.from_checkpoint && info.name == "initial_loss") continue;
+      // A loss that is not a progress measure: its progress verdicts would judge an
+      // equilibrium or a surrogate; metric_not_improving reads the user's metrics instead.
+      if (!loss_is_progress && info.traits.judges_loss_progress) continue;
+      entries.emplace_back(std::string(info.name));
+    }
+  }
   // What the task tells the detectors that read it, unless an entry set the parameter itself.
   const auto tell = [&](detector_entry& e, std::string_view parameter, detectors::parameter_value v) {
     if (detectors::has_parameter(e.name, parameter)) e.parameters.try_emplace(std::string(parameter), v);
@@ -302,6 +348,10 @@ MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)
       tell(e, "peak", *t.learning_rate);
     if (e.name == "exploding_gradients" && t.max_grad_norm) tell(e, "clip_norm", *t.max_grad_norm);
     if (e.name == "repeated_batch" && t.full_batch) tell(e, "full_batch", true);
+    if (e.name == "divergence" && !loss_is_progress) tell(e, "loss_is_progress", false);
+    if (e.name == "train_val_gap" && t.validation_unlike_training) tell(e, "trend", true);
+    if ((e.name == "initial_loss" || e.name == "chance_level") && t.chance_loss) tell(e, "chance", *t.chance_loss);
+    if (e.name == "loss_not_decreasing" && t.loss_floor) tell(e, "floor", *t.loss_floor);
     add(detectors::make_detector(e.name, e.parameters));
   }
   step_findings_.reserve(16);
@@ -317,6 +367,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::observe_evaluation(std:
   const snapshot& at = recorder_.record_evaluation(step, val_loss);
   step_findings_.clear();
   detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
+  apply_declarations(0);
   for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
   for (const auto& f : step_findings_) deliver(f);
   return step_findings_;
@@ -337,6 +388,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   for (auto& f : pending_) step_findings_.push_back(std::move(f));
   pending_.clear();
   mark_consequences(now.step, from);
+  apply_declarations(from);
   for (auto& s : reports_) s->on_step(now, recorder_.names());
   for (std::size_t i = from; i < step_findings_.size(); ++i) deliver(step_findings_[i]);
   return step_findings_;
@@ -395,6 +447,53 @@ MLDIAG_COMPILED_INLINE void monitor::mark_consequences(std::int64_t step, std::s
     if (breaking_kind(f)) continue;
     f.consequence_of = breaking_symptom_;
     f.consequence_of_step = breaking_step_;
+  }
+}
+
+MLDIAG_COMPILED_INLINE void monitor::quiet(std::string_view detector, std::string_view name, std::string_view reason) {
+  if (detector.empty() || name.empty())
+    throw error("monitor::quiet: give a detector's name and a tensor's name (or the prefix of its tensors)");
+  if (std::find(detectors::detector_names.begin(), detectors::detector_names.end(), detector) == detectors::detector_names.end() &&
+      !detectors_.contains(detector))
+    throw error("monitor::quiet: no detector named '" + std::string(detector) + "'; `mldiag detectors` lists them");
+  quieted_.push_back({std::string(detector), std::string(name), std::string(reason)});
+}
+
+MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
+  if (quieted_.empty()) return;
+  // A name covers itself and what lies under it ("emb" covers "emb.weight" and "emb/0"), with
+  // or without the role's prefix a finding's place carries ("param/emb.weight").
+  const auto covers = [](std::string_view declared, std::string_view place) {
+    const auto under = [&](std::string_view tensor) {
+      return tensor == declared || (tensor.size() > declared.size() && tensor.starts_with(declared) &&
+                                    (tensor[declared.size()] == '.' || tensor[declared.size()] == '/'));
+    };
+    if (under(place)) return true;
+    for (const role r : all_roles) {
+      const std::string_view p = prefix(r);
+      if (place.size() > p.size() && place.starts_with(p) && place[p.size()] == '/') return under(place.substr(p.size() + 1));
+    }
+    return false;
+  };
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    finding& f = step_findings_[i];
+    if (f.where.empty() || f.severity == severity::info) continue;
+    const quieted* reason = nullptr;
+    std::size_t declared = 0;
+    for (const auto& [place, score] : f.where) {
+      for (const auto& q : quieted_) {
+        if (q.detector == f.detector && covers(q.tensor, place)) {
+          ++declared;
+          reason = &q;
+          break;
+        }
+      }
+    }
+    // Info only when every place it names was declared: one undeclared tensor keeps it.
+    if (declared == f.where.size()) {
+      f.severity = severity::info;
+      f.why = "declared: " + reason->tensor + " " + reason->reason + (f.why.empty() ? "" : "; was: " + f.why);
+    }
   }
 }
 

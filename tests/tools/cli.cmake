@@ -24,6 +24,11 @@ mldiag_cli_expect_exit(no_command 2 "usage: mldiag")
 mldiag_cli_expect_exit(unknown_command 2 "^mldiag: unknown command 'frobnicate'" frobnicate)
 mldiag_cli_expect_exit(unknown_option 2 "^mldiag: unknown option --frob" scan --frob x.csv)
 mldiag_cli_expect_exit(missing_file 2 "^mldiag: .*/no/such/log.csv" scan /no/such/log.csv)
+# scan's declarations refuse what they cannot read, saying what they take.
+mldiag_cli_expect_exit(scan_bad_event 2 "^mldiag: --event 3000:curriculum: expected STEP:KIND with KIND one of data" scan --event 3000:curriculum x.csv)
+mldiag_cli_expect_exit(scan_bad_metric 2 "^mldiag: --metric return: expected NAME:higher or NAME:lower" scan --metric return x.csv)
+mldiag_cli_expect_exit(scan_bad_objective 2 "^mldiag: --objective adversarial: expected minimized or not_progress" scan --objective adversarial x.csv)
+mldiag_cli_expect_exit(scan_bad_chance 2 "^mldiag: --chance-loss -1: expected a positive loss" scan --chance-loss -1 x.csv)
 mldiag_cli_expect_exit(missing_file_json 2 "\"exit_code\":2" scan --json /no/such/log.csv)
 mldiag_cli_expect_exit(bad_threads 2 "^mldiag: --threads 0: expected a whole number" stats --threads 0 x.npy)
 

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <limits>
@@ -104,8 +105,24 @@ options:
   --all                    also list findings of severity info
   --json                   one JSON document on stdout
 
+declarations (docs/declarations.md):
+  --objective KIND         minimized (the default): the loss falls toward a floor;
+                           not_progress: adversarial, policy-gradient or any surrogate loss,
+                           progress is read from --metric columns instead
+  --metric NAME:higher     column NAME is a progress metric (return, accuracy); :lower when
+                           lower is better (repeatable)
+  --event STEP:KIND        a change made on purpose at STEP: data, fine_tuning, unfreezing,
+                           optimizer; baselines restart there (repeatable)
+  --classes N              the classes of a cross-entropy loss (its chance level is ln N)
+  --chance-loss X          the loss of an uninformed model when it is not ln(classes)
+  --loss-floor X           the lowest loss the objective can reach (label smoothing, mixup)
+  --validation-unlike-training
+                           validation is drawn unlike training: judge the gap's trend
+
 examples:
   mldiag scan train.csv
+  mldiag scan --objective not_progress --metric return:higher ppo.csv
+  mldiag scan --event 3000:data --event 9000:fine_tuning curriculum.jsonl
   mldiag scan --column loss=train/loss_avg --step-column global_step metrics.csv
   mldiag scan --group-by section bigscience_spike_excerpts.csv
   mldiag scan --json logs/ | jq '.runs[].findings[] | select(.severity == "critical")'
@@ -291,6 +308,52 @@ bool any_warning(const std::vector<r::finding_group>& groups) {
 // ---------------------------------------------------------------------------------------------
 // scan
 
+// A number given to an option, whole and finite.
+double parse_number(const std::string& text, std::string_view option) {
+  double v = 0.0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v))
+    throw usage_error(fmt::format("{} {}: expected a finite number", option, text));
+  return v;
+}
+
+// scan's declarations (--objective, --metric, --event, --classes, --chance-loss, --loss-floor,
+// --validation-unlike-training) as the monitor takes them.
+mldiag::cli::scan_options scan_declarations(const args& a) {
+  mldiag::cli::scan_options d;
+  if (const auto o = a.get("--objective")) {
+    const auto kind = mldiag::objective_named(*o);
+    if (!kind) throw usage_error("--objective " + *o + ": expected minimized or not_progress");
+    d.task.objective = *kind;
+  }
+  if (const auto c = a.get("--classes")) d.task.classes = parse_count(*c, "--classes", 2, 100000000);
+  if (const auto c = a.get("--chance-loss")) {
+    d.task.chance_loss = parse_number(*c, "--chance-loss");
+    if (!(*d.task.chance_loss > 0.0)) throw usage_error("--chance-loss " + *c + ": expected a positive loss (ln(batch) for an in-batch contrastive loss)");
+  }
+  if (const auto f = a.get("--loss-floor")) d.task.loss_floor = parse_number(*f, "--loss-floor");
+  d.task.validation_unlike_training = a.flag("--validation-unlike-training");
+  for (const auto& [k, v] : a.options) {
+    const auto colon = v.rfind(':');
+    if (k == "--metric") {
+      const std::string way = colon == std::string::npos ? "" : v.substr(colon + 1);
+      if (colon == std::string::npos || colon == 0 || (way != "higher" && way != "lower"))
+        throw usage_error("--metric " + v + ": expected NAME:higher or NAME:lower, e.g. --metric return:higher");
+      d.metrics.emplace_back(v.substr(0, colon), way == "higher");
+    } else if (k == "--event") {
+      const auto kind = colon == std::string::npos ? std::nullopt : mldiag::change_named(v.substr(colon + 1));
+      std::int64_t step = -1;
+      const char* end = v.data() + (colon == std::string::npos ? 0 : colon);
+      const auto [p, ec] = std::from_chars(v.data(), end, step);
+      if (!kind || ec != std::errc() || p != end || step < 0)
+        throw usage_error("--event " + v + ": expected STEP:KIND with KIND one of data, fine_tuning, unfreezing, optimizer, "
+                          "e.g. --event 3000:data");
+      d.events.emplace_back(step, *kind);
+    }
+  }
+  return d;
+}
+
 int scan_command(const args& a) {
   if (a.help) return print_help(scan_help);
   if (a.positional.empty()) throw usage_error("scan needs a log file; see mldiag scan --help");
@@ -311,6 +374,7 @@ int scan_command(const args& a) {
   // reader says which names it has and which --column would map the loss.
   o.need_detector_metric = true;
   const auto min_severity = a.flag("--all") ? mldiag::severity::info : mldiag::severity::warning;
+  const mldiag::cli::scan_options declared = scan_declarations(a);
 
   bool found = false;
   json_out j;
@@ -321,7 +385,7 @@ int scan_command(const args& a) {
     std::vector<std::string>
         read_notes;  // what the reader left out (an incomplete last record), first
     for (auto& run : mldiag::cli::read_log(file, o, read_notes)) {
-      auto result = mldiag::cli::scan(run);
+      auto result = mldiag::cli::scan(run, declared);
       result.notes.insert(result.notes.begin(), read_notes.begin(), read_notes.end());
       const auto groups = r::group_findings(result.findings, run.steps);
       found = found || any_warning(groups);
@@ -593,7 +657,10 @@ int main(int argc, char** argv) {
       return exit_clean;
     }
     if (command == "scan")
-      return scan_command(parse_args(argc, argv, 2, {"--format", "--column", "--step-column", "--group-by"}, {"--all"}));
+      return scan_command(parse_args(argc, argv, 2,
+                                     {"--format", "--column", "--step-column", "--group-by", "--objective", "--metric", "--event",
+                                      "--classes", "--chance-loss", "--loss-floor"},
+                                     {"--all", "--validation-unlike-training"}));
     if (command == "stats") return stats_command(parse_args(argc, argv, 2, {"--threads"}, {}));
     if (command == "diff") return diff_command(parse_args(argc, argv, 2, {"--threads", "--top"}, {}));
     if (command == "report") return report_command(parse_args(argc, argv, 2, {"-o", "--output", "--title"}, {}));

@@ -6,8 +6,12 @@
 #include "mldiag/monitor.hpp"
 #include "mldiag/report/run_log.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mldiag::cli {
@@ -35,7 +39,18 @@ struct scan_result {
 // for (const auto& run : mldiag::cli::read_log("train.csv"))
 //   for (const auto& f : mldiag::cli::scan(run).findings) ...
 // ```
-[[nodiscard]] inline scan_result scan(const report::run_log& run) {
+// What the user declares about a run on the command line (docs/declarations.md): the task
+// (objective, reference levels, validation unlike training), changes made on purpose at a step
+// (--event STEP:KIND), and the columns that are progress metrics (--metric NAME:higher).
+// Columns a JSON Lines report wrote (`progress/NAME/higher|lower`, `change/KIND`) are read as
+// the same declarations without options.
+struct scan_options {
+  mldiag::task task = {};
+  std::vector<std::pair<std::int64_t, mldiag::change>> events;
+  std::vector<std::pair<std::string, bool>> metrics;  // column, higher is better
+};
+
+[[nodiscard]] inline scan_result scan(const report::run_log& run, const scan_options& options = {}) {
   scan_result out;
   const auto* loss = run.metric("loss");
   const auto* val_loss = run.metric("val_loss");
@@ -59,7 +74,43 @@ struct scan_result {
   if (loss == nullptr && val_loss == nullptr && grad_norm == nullptr)
     out.notes.emplace_back("no loss, validation loss or gradient norm in this log: nothing for the detectors to read");
 
-  monitor mon({.history = 64});
+  // The progress metrics: the declared columns, then those a JSON Lines report named so.
+  struct metric_column {
+    std::string name;
+    const std::vector<double>* values;
+    bool higher_is_better;
+  };
+  std::vector<metric_column> metrics;
+  for (const auto& [column, higher] : options.metrics) {
+    const auto* values = run.metric(column);
+    if (values == nullptr) {
+      out.notes.push_back("--metric " + column + ": the log has no such column; its columns are listed under metrics");
+      continue;
+    }
+    metrics.push_back({column, values, higher});
+  }
+  std::vector<std::pair<std::int64_t, mldiag::change>> events = options.events;
+  for (const auto& m : run.metric_names) {
+    const std::string_view n = m;
+    if (n.starts_with("progress/") && (n.ends_with("/higher") || n.ends_with("/lower"))) {
+      const bool higher = n.ends_with("/higher");
+      const auto name = n.substr(9, n.size() - 9 - (higher ? 7 : 6));
+      if (!name.empty()) metrics.push_back({std::string(name), run.metric(m), higher});
+    } else if (n.starts_with("change/")) {
+      if (const auto kind = mldiag::change_named(n.substr(7))) {
+        const auto* flags = run.metric(m);
+        for (std::size_t i = 0; flags != nullptr && i < run.steps.size(); ++i)
+          if (!report::run_log::is_absent((*flags)[i]) && (*flags)[i] != 0.0) events.emplace_back(run.steps[i], *kind);
+      }
+    }
+  }
+  if (options.task.objective == mldiag::objective::not_progress && metrics.empty())
+    out.notes.emplace_back("the loss is declared not a progress measure and no progress metric was given (--metric NAME:higher): "
+                           "nothing judges whether the run makes progress");
+
+  std::sort(events.begin(), events.end());
+  std::size_t next_event = 0;
+  monitor mon({.history = 64, .task = options.task});
   auto logged = [](const std::vector<double>* column, std::size_t i, double& v) {
     if (column == nullptr || report::run_log::is_absent((*column)[i])) return false;
     v = (*column)[i];
@@ -83,6 +134,11 @@ struct scan_result {
       if (double w = 0.0; logged(grad_increment_cosine, i, w) && w >= -1.0 && w <= 1.0) c.increments = w;
       mon.observe(c);
     }
+    // A change declared at a step the log does not have takes effect at the next logged one.
+    for (; next_event < events.size() && events[next_event].first <= run.steps[i]; ++next_event)
+      mon.observe(regime_change{events[next_event].second});
+    for (const auto& m : metrics)
+      if (logged(m.values, i, v)) mon.observe_metric(m.name, v, m.higher_is_better);
     for (const auto& f : mon.end_step()) out.findings.push_back({run.steps[i], f});
   }
   if (loss != nullptr) {
@@ -95,6 +151,9 @@ struct scan_result {
       }
     }
   }
+  for (; next_event < events.size(); ++next_event)
+    out.notes.push_back("--event " + std::to_string(events[next_event].first) + ":" + std::string(name(events[next_event].second)) +
+                        ": after the log's last step; it changed nothing");
   out.steps = run.steps.size();
   return out;
 }

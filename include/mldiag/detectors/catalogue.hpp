@@ -17,6 +17,7 @@
 #include "mldiag/detectors/convergence/initial_loss.hpp"
 #include "mldiag/detectors/convergence/input_scale.hpp"
 #include "mldiag/detectors/convergence/loss_not_decreasing.hpp"
+#include "mldiag/detectors/convergence/metric_not_improving.hpp"
 #include "mldiag/detectors/convergence/lr_sanity.hpp"
 #include "mldiag/detectors/convergence/non_finite.hpp"
 #include "mldiag/detectors/convergence/oscillation.hpp"
@@ -88,6 +89,7 @@ using all_detectors = detector_list<non_finite,
                                     loss_not_decreasing,
                                     plateau,
                                     oscillation,
+                                    metric_not_improving,
                                     dead_activations,
                                     saturation,
                                     frozen_parameters,

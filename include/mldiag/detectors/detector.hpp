@@ -87,10 +87,20 @@ class parameter_value {
 /// it answers, the symptoms its findings name and what it finds, in a line. The catalogue, the
 /// default set, `mldiag detectors` and the table in docs/detectors.md read it.
 struct detector_info {
+  /// How a detector stands to the user's declarations (vocab/declarations.hpp).
+  struct traits_t {
+    /// It holds a baseline of a stationary run (a loss median, a first window, a norm's
+    /// level): a declared change (`regime_change`) starts it again from that step.
+    bool restarts_on_change = false;
+    /// It reads the training loss as the run's progress: with `objective::not_progress` it
+    /// stands aside (progress is then read from the user's metrics by metric_not_improving).
+    bool judges_loss_progress = false;
+  };
   std::string_view name;
   mldiag::question question = mldiag::question::convergence;
   std::array<symptom, 6> symptoms{};
   std::string_view summary = {};
+  traits_t traits = {};
   [[nodiscard]] constexpr bool raises(symptom s) const noexcept {
     for (const symptom x : symptoms)
       if (!x.empty() && x == s) return true;

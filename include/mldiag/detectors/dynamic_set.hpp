@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,11 @@ class any_detector {
   void observe_evaluation(const observation& o, std::vector<finding>& out) { self_->observe_evaluation(o, out); }
   [[nodiscard]] std::string_view name() const { return self_->name(); }
   [[nodiscard]] std::size_t needs_losses() const { return self_->needs_losses(); }
+  /// What its `about` declares (a detector without one: no traits).
+  [[nodiscard]] detector_info::traits_t traits() const { return self_->traits(); }
+  /// Back to the state it was added in, configuration kept: a declared change restarts its
+  /// baselines. A detector that cannot be copied keeps its state.
+  void restart() { self_->restart(); }
 
  private:
   struct concept_t {
@@ -40,17 +46,31 @@ class any_detector {
     virtual void observe_evaluation(const observation& o, std::vector<finding>& out) = 0;
     [[nodiscard]] virtual std::string_view name() const = 0;
     [[nodiscard]] virtual std::size_t needs_losses() const = 0;
+    [[nodiscard]] virtual detector_info::traits_t traits() const = 0;
+    virtual void restart() = 0;
   };
   template <class D>
   struct model final : concept_t {
-    explicit model(D d) : detector(std::move(d)) {}
+    explicit model(D d) : detector(std::move(d)) {
+      if constexpr (std::is_copy_constructible_v<D> && std::is_copy_assignable_v<D>)
+        if (traits().restarts_on_change) pristine = std::make_unique<D>(detector);
+    }
     void observe(const observation& o, std::vector<finding>& out) override { detector.observe(o, out); }
     void observe_evaluation(const observation& o, std::vector<finding>& out) override {
       if constexpr (evaluates<D>) detector.observe_evaluation(o, out);
     }
     [[nodiscard]] std::string_view name() const override { return detector.name(); }
     [[nodiscard]] std::size_t needs_losses() const override { return detectors::needs_losses(detector); }
+    [[nodiscard]] detector_info::traits_t traits() const override {
+      if constexpr (requires { D::about.traits; }) return D::about.traits;
+      else return {};
+    }
+    void restart() override {
+      if constexpr (std::is_copy_assignable_v<D>)
+        if (pristine) detector = *pristine;
+    }
     D detector;
+    std::unique_ptr<D> pristine;  // the state as added, kept only for a detector that restarts
   };
   std::unique_ptr<concept_t> self_;
 };
@@ -79,7 +99,12 @@ class dynamic_set {
     }
     add(std::move(d));
   }
+  /// Runs every detector on the step; at a declared change (`snapshot::change`) the ones
+  /// that hold a stationary baseline restart first, so the change's step opens their baseline.
   void observe(const observation& o, std::vector<finding>& out) {
+    if (o.now.change)
+      for (auto& d : all_)
+        if (d.traits().restarts_on_change) d.restart();
     for (auto& d : all_) d.observe(o, out);
   }
   void observe_evaluation(const observation& o, std::vector<finding>& out) {

@@ -5,6 +5,7 @@
 
 #include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/core/dtype.hpp"
+#include "mldiag/vocab/declarations.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,20 @@ struct task {
   /// Every step reads the whole training set (full-batch gradient descent, L-BFGS): the same
   /// input batch every step is then meant, and repeated_batch says so as info.
   bool full_batch = false;
+  /// What the training loss is (vocab/declarations.hpp): minimized toward a floor (the
+  /// default), or not a progress measure (an adversarial objective, a policy-gradient
+  /// surrogate). With `objective::not_progress` the detectors that read the loss as progress
+  /// stand aside and the convergence verdicts read `monitor::observe_metric`'s metrics.
+  mldiag::objective objective = mldiag::objective::minimized;
+  /// Validation is drawn unlike training (balanced validation for long-tailed training,
+  /// another domain): train_val_gap judges the gap's trend, not its level.
+  bool validation_unlike_training = false;
+  /// The loss of an uninformed model when it is not ln(classes): ln(batch) for an in-batch
+  /// contrastive loss, any other declared level. initial_loss and chance_level judge against it.
+  std::optional<double> chance_loss = {};
+  /// The lowest loss the objective can reach when it is not 0 (label smoothing, mixup's soft
+  /// targets): loss_not_decreasing measures progress toward it.
+  std::optional<double> loss_floor = {};
   /// The labels' range in the data, checked against `classes`.
   std::optional<std::int64_t> label_min = {}, label_max = {};
   bool fp16 = false;

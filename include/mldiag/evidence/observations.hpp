@@ -6,6 +6,7 @@
 
 #include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/entropy.hpp"
+#include "mldiag/vocab/declarations.hpp"
 
 #include <concepts>
 #include <cstddef>
@@ -62,6 +63,25 @@ struct parameter_drift_of {
 /// synchronizing collective, not the synchronized step (which is equal everywhere).
 struct rank_step_times {
   std::span<const double> seconds;
+};
+
+/// A progress metric of the step (a return, an accuracy, a score), the way it improves, under
+/// a name: what the convergence verdicts read when the loss is not a progress measure
+/// (task::objective, `monitor::observe_metric`), and a consequence everywhere else.
+///
+/// **Example**: `mon.observe(mldiag::progress_metric{"return", episode_return, true});`
+struct progress_metric {
+  std::string_view name;
+  double value = 0.0;
+  bool higher_is_better = true;
+};
+
+/// A change made on purpose at this step (a curriculum stage, fine-tuning, unfreezing, a new
+/// optimizer): the detectors that hold a baseline of a stationary run start it again here.
+///
+/// **Example**: `mon.observe(mldiag::regime_change{mldiag::change::data});`
+struct regime_change {
+  mldiag::change kind = mldiag::change::data;
 };
 
 /// What gradient_persistence (evidence/persistence.hpp) measures at the end of a step.

@@ -197,6 +197,25 @@ class recorder {
     }
     current_.rank_step_times.assign(t.seconds.begin(), t.seconds.end());
   }
+  /// A progress metric of the step. NaN and Inf are recorded as they are (evidence); a name
+  /// given twice in a step keeps the last value.
+  void observe(const progress_metric& m) {
+    require_open("observe");
+    if (m.name.empty()) throw error("recorder::observe(progress_metric): the metric has no name; name it (\"return\", \"accuracy\")");
+    const std::uint32_t id = names_.intern(m.name);
+    for (auto& x : current_.metrics) {
+      if (x.id == id) {
+        x = {id, m.value, m.higher_is_better};
+        return;
+      }
+    }
+    current_.metrics.push_back({id, m.value, m.higher_is_better});
+  }
+  /// A change made on purpose at this step.
+  void observe(const regime_change& c) {
+    require_open("observe");
+    current_.change = c.kind;
+  }
   /// Seconds one named layer took in this step.
   void observe(const layer_timing& t) {
     require_open("observe");

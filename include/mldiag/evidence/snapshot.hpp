@@ -6,6 +6,7 @@
 #include "mldiag/core/config.hpp"  // MLDIAG_ABI
 #include "mldiag/stats/entropy.hpp"
 #include "mldiag/stats/tensor_stats.hpp"
+#include "mldiag/vocab/declarations.hpp"
 #include "mldiag/vocab/metric.hpp"
 #include "mldiag/vocab/role.hpp"
 
@@ -76,6 +77,13 @@ struct router_evidence {
   double normalized_entropy = 0.0;     ///< entropy of the load distribution / log(experts)
   double max_over_mean = 0.0;          ///< the busiest expert's load over the mean load
   double total_load = 0.0;             ///< the loads' sum (tokens routed; 0 when not known)
+};
+
+/// A progress metric's value at a step (progress_metric), by name id.
+struct metric_evidence {
+  std::uint32_t id;
+  double value = 0.0;
+  bool higher_is_better = true;
 };
 
 /// Step-phase timings, in seconds; a phase that was not measured is absent.
@@ -163,6 +171,10 @@ struct snapshot {
   /// Step time of every rank (seconds, by rank), for stragglers: each rank's time up to the
   /// step's synchronizing collective, not the synchronized step (which is equal everywhere).
   std::vector<double> rank_step_times;
+  /// Progress metrics the user gave (a return, an accuracy), by name id.
+  std::vector<metric_evidence> metrics;
+  /// A change declared at this step (absent on every other step).
+  std::optional<mldiag::change> change;
 
   /// Resets for a new step, keeping every vector's capacity.
   void clear(std::int64_t new_step) noexcept {
@@ -177,6 +189,8 @@ struct snapshot {
     memory = {};
     efficiency = {};
     rank_step_times.clear();
+    metrics.clear();
+    change.reset();
   }
 
   /// Reserves room in every vector for as many entries as `o` holds (a history slot that has
@@ -195,6 +209,7 @@ struct snapshot {
     routers.reserve(o.routers.size());
     layer_times.reserve(o.layer_times.size());
     rank_step_times.reserve(o.rank_step_times.size());
+    metrics.reserve(o.metrics.size());
   }
 
   /// The tensors of a role.

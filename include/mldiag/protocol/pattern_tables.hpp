@@ -24,7 +24,7 @@ struct pattern_row {
 
 /// Loss not decreasing (10 rows), efficiency (11 rows), architecture anomalies (4 rows).
 inline constexpr std::array<pattern_row, 25> pattern_tables{{
-    {"loss not decreasing", {symptoms::loss_not_decreasing, symptoms::plateau, symptom{}}, "learning rate too low", "learning_rate",
+    {"loss not decreasing", {symptoms::loss_not_decreasing, symptoms::plateau, symptoms::progress_not_improving}, "learning rate too low", "learning_rate",
      "raise the learning rate 3-10x (an LR range test finds the edge)"},
     {"loss not decreasing", {symptoms::loss_oscillation, symptoms::sustained_loss_increase, symptoms::loss_spike, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_above_configured_peak},
      "learning rate too high",

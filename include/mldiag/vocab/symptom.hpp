@@ -49,6 +49,8 @@ inline constexpr symptom loss_at_chance_level{"loss stuck at chance level"};
 inline constexpr symptom vanishing_gradients{"vanishing gradients"};
 inline constexpr symptom loss_not_decreasing{"loss not decreasing"};
 inline constexpr symptom plateau{"plateau"};
+inline constexpr symptom progress_not_improving{"progress metric not improving"};
+inline constexpr symptom progress_worsening{"progress metric worsening"};
 inline constexpr symptom loss_oscillation{"loss oscillation"};
 inline constexpr symptom dead_activations{"dead activations"};
 inline constexpr symptom saturated_activations{"saturated activations"};
@@ -110,6 +112,8 @@ inline constexpr std::array all{
     vanishing_gradients,
     loss_not_decreasing,
     plateau,
+    progress_not_improving,
+    progress_worsening,
     loss_oscillation,
     dead_activations,
     saturated_activations,

@@ -45,6 +45,9 @@ class divergence {
     std::size_t baseline_window = 50;
     double min_mads = 10.0;  ///< the end of the climb at least this many MADs above the baseline median
     double max_last_share = 0.8;
+    /// Whether a climb of the loss is judged (the sustained increase). Off when the loss is not
+    /// a progress measure (task::objective): the monitor sets it; the other two checks stay.
+    bool loss_is_progress = true;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -57,14 +60,15 @@ class divergence {
           field<config>{"baseline_window", &config::baseline_window},
           field<config>{"min_rise", &config::min_rise},
           field<config>{"min_mads", &config::min_mads},
-          field<config>{"max_last_share", &config::max_last_share}};
+          field<config>{"max_last_share", &config::max_last_share},
+          field<config>{"loss_is_progress", &config::loss_is_progress}};
     }
   };
   divergence() : divergence(config{}) {}
   explicit divergence(config c)
       : c_(c), scales_(c.window + 1), losses_(c.rise_steps + 1), baseline_(c.baseline_window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving"};
+  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -77,7 +81,7 @@ class divergence {
                          {{"steps_with_loss_before", 1.0}}));
       return;
     }
-    if (s.loss && std::isfinite(*s.loss)) {
+    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress) {
       if (losses_.full()) baseline_.push(losses_[0]);  // what leaves the recent run joins the baseline
       losses_.push(*s.loss);
       if (losses_.full() && !baseline_.empty()) {

@@ -28,24 +28,28 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// 0.6 and, on a separable table, already point the right way — UCI tables with 2-3 classes
 /// start at 0.40-1.44 against ln C = 0.69-1.10, past the relative line alone
 /// (docs/accuracy.md#initial_loss); for 8 classes or more the relative line is the larger).
+/// With `chance` > 0 (task::chance_loss) the first loss is judged against that declared level
+/// instead, classes or not.
 class initial_loss {
  public:
   struct config {
     std::size_t classes = 0;
     double tolerance = thresholds::chance_tolerance;
     double min_difference = thresholds::chance_min_difference;
+    double chance = 0.0;  ///< the declared chance level (0: ln(classes))
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"classes", &config::classes},
           field<config>{"tolerance", &config::tolerance},
-          field<config>{"min_difference", &config::min_difference}};
+          field<config>{"min_difference", &config::min_difference},
+          field<config>{"chance", &config::chance}};
     }
   };
   initial_loss() : initial_loss(config{}) {}
   explicit initial_loss(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"initial_loss", question::convergence, {symptoms::initial_loss_far_from_chance}, "a first cross-entropy loss far from ln(classes)"};
+  static constexpr detector_info about{"initial_loss", question::convergence, {symptoms::initial_loss_far_from_chance}, "a first cross-entropy loss far from ln(classes)", {.judges_loss_progress = true}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   /// Whether a first loss is what a uniform guess over `classes` gives, by this detector's
   /// line (the one policy the phase-1 checks use too).
@@ -53,15 +57,18 @@ class initial_loss {
     return thresholds::near_chance(loss, static_cast<double>(classes), c.tolerance, c.min_difference);
   }
   void observe(const observation& o, std::vector<finding>& out) {
-    if (done_ || c_.classes <= 1 || !o.now.loss || !std::isfinite(*o.now.loss)) return;
+    const bool declared = c_.chance > 0.0;
+    if (done_ || (c_.classes <= 1 && !declared) || !o.now.loss || !std::isfinite(*o.now.loss)) return;
     done_ = true;
     const double loss = *o.now.loss;
-    const double expected = std::log(static_cast<double>(c_.classes));
+    const double expected = declared ? c_.chance : std::log(static_cast<double>(c_.classes));
     const double off = std::fabs(loss - expected) / expected;
-    if (!near_chance(loss, c_.classes, c_)) {
+    const bool near = declared ? thresholds::near_chance(loss, std::exp(expected), c_.tolerance, c_.min_difference)
+                               : near_chance(loss, c_.classes, c_);
+    if (!near) {
       out.push_back(escalate(make_finding(question::convergence, symptoms::initial_loss_far_from_chance, severity::info,
                                           o.now.step, name(),
-                                          {{"loss", loss}, {"ln_classes", expected}, {"relative_difference", off}}),
+                                          {{"loss", loss}, {declared ? "declared_chance" : "ln_classes", expected}, {"relative_difference", off}}),
                              {.horizon = 1, .note = "a uniform guess costs ln(classes): the loss, labels or initialization differ"}));
     }
   }

@@ -28,6 +28,8 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// since the start: an improvement that hovers around the line is one
 /// episode, not a delivery each time it crosses (an autoencoder at 2.5-4.6% for 400 steps
 /// was delivered 9 times; docs/accuracy.md#loss_not_decreasing).
+/// With a declared `floor` (task::loss_floor: label smoothing, mixup, an entropy bonus) the
+/// improvement is measured against the distance from the start to that floor, not to 0.
 class loss_not_decreasing {
  public:
   struct config {
@@ -36,6 +38,7 @@ class loss_not_decreasing {
     double min_improvement = 0.05;
     double t_critical = 2.0;
     std::size_t start_window = 10;  // the first losses: a run that converges fast is not flat
+    double floor = 0.0;             ///< the declared lowest loss the objective can reach
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -43,13 +46,14 @@ class loss_not_decreasing {
           field<config>{"window", &config::window},
           field<config>{"min_improvement", &config::min_improvement},
           field<config>{"t_critical", &config::t_critical},
-          field<config>{"start_window", &config::start_window}};
+          field<config>{"start_window", &config::start_window},
+          field<config>{"floor", &config::floor}};
     }
   };
   loss_not_decreasing() : loss_not_decreasing(config{}) {}
   explicit loss_not_decreasing(config c) : c_(c), first_(c.start_window), recent_(c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"loss_not_decreasing", question::convergence, {symptoms::loss_not_decreasing}, "a loss that has not come down since the start"};
+  static constexpr detector_info about{"loss_not_decreasing", question::convergence, {symptoms::loss_not_decreasing}, "a loss that has not come down since the start", {.restarts_on_change = true, .judges_loss_progress = true}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return std::max(c_.warmup, c_.window); }
   void observe(const observation& o, std::vector<finding>& out) {
@@ -58,7 +62,8 @@ class loss_not_decreasing {
     recent_.push(*o.now.loss);
     if (++seen_ < c_.warmup || !recent_.full()) return;
     const double start = first_.mean(), now = recent_.mean();
-    const double improvement = (start - now) / std::fabs(start);
+    const double to_floor = std::fabs(start - c_.floor);
+    const double improvement = (start - now) / (to_floor > 0.0 ? to_floor : std::fabs(start));
     const auto t = signals::slope(recent_);
     // The global gradient norm reads every gradient's statistics (about 1 us for 300 tensors,
     // issue 18): asked for only where the loss has not improved.

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,24 +31,30 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// (a different preprocessing), a leak in the training data. Healthy overfitting of a small
 /// data set stays far below: the digits MLP ends at training 0.01, validation 0.1 (a gap of
 /// 4% of its initial 2.3). Reports onsets.
+/// With `trend` (task::validation_unlike_training: balanced validation for long-tailed
+/// training, another domain) the gap's level means nothing: it reports when the gap has
+/// widened since the first evaluation it could judge by `min_gap` of the initial training
+/// loss while the validation loss is above its best (validation worsens).
 class train_val_gap {
  public:
   struct config {
     std::size_t window = 20;
     double min_ratio = 5.0;
     double min_gap = 0.25;
+    bool trend = false;  ///< judge the gap's trend, not its level
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"window", &config::window},
           field<config>{"min_ratio", &config::min_ratio},
-          field<config>{"min_gap", &config::min_gap}};
+          field<config>{"min_gap", &config::min_gap},
+          field<config>{"trend", &config::trend}};
     }
   };
   train_val_gap() : train_val_gap(config{}) {}
   explicit train_val_gap(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window), first_(10) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}, "a training loss far below the validation loss"};
+  static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}, "a training loss far below the validation loss", {.restarts_on_change = true, .judges_loss_progress = true}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -76,6 +83,20 @@ class train_val_gap {
     // ratio; a repeated batch there sits at 60-5000x its fall: docs/accuracy.md#train_val_gap).
     const bool ratio_ok = !negative_seen_ ? val_loss >= c_.min_ratio * std::max(train, 0.0)
                                       : gap >= c_.min_ratio * std::max(first_.mean() - train, 0.0);
+    if (c_.trend) {
+      if (!first_gap_) first_gap_ = gap;
+      const bool worsens = val_loss > best_val_;
+      best_val_ = std::min(best_val_, val_loss);
+      const bool widened = gap - *first_gap_ >= c_.min_gap * scale && worsens;
+      if (fired_.rise(widened)) {
+        out.push_back(escalate(make_finding(question::convergence, symptoms::train_far_below_val, severity::info, s.step,
+                                            name(),
+                                            {{"val_loss", val_loss}, {"recent_train_loss", train}, {"gap", gap},
+                                             {"first_gap", *first_gap_}, {"initial_train_loss", scale}}),
+                               {.harm = true, .note = "the gap widened while validation worsened (validation declared unlike training)"}));
+      }
+      return;
+    }
     const bool wide = ratio_ok && gap >= c_.min_gap * scale && gap > 0.0;
     if (fired_.rise(wide)) {
       out.push_back(escalate(make_finding(question::convergence, symptoms::train_far_below_val, severity::info,
@@ -90,6 +111,8 @@ class train_val_gap {
   signals::window recent_, first_;
   edge fired_;
   bool negative_seen_ = false;
+  std::optional<double> first_gap_;
+  double best_val_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace mldiag::detectors

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+// The user's declarations (docs/declarations.md), each through the monitor as a user writes it
+// and each with its twin: the same run without the declaration, or with one that does not
+// apply, which must still report what the declaration answers.
+#include "detectors/support.hpp"
+#include "mldiag/monitor.hpp"
+
+#include <cmath>
+#include <random>
+#include <string>
+
+namespace {
+
+using mldiag::severity;
+using mldiag_test::delivered;
+
+bool any_warning(const delivered& d) { return !d.at_least(severity::warning).empty(); }
+
+// An adversarial objective hovering at its equilibrium (ln 2 with noise and a short excursion
+// every 150 steps), and a progress metric the user gives beside it.
+delivered adversarial(mldiag::monitor& mon, bool metric_improves) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 700, [&](int step, mldiag::monitor& m) {
+    const double excursion = step % 150 >= 140 && step % 150 < 143 ? 1.5 : 0.0;
+    m.observe(mldiag::scalar::loss, std::log(2.0) * (1.0 + 0.05 * noise(rng)) + excursion);
+    const double quality = metric_improves ? 0.9 * (1.0 - std::exp(-step / 150.0)) : 0.3;
+    m.observe_metric("classifier_accuracy", quality + 0.02 * noise(rng), true);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a loss that is not a progress measure, with the metric that is") {
+  SUBCASE("declared: the loss's equilibrium and excursions raise nothing while the metric improves") {
+    mldiag::monitor mon({.task = {.objective = mldiag::objective::not_progress}});
+    const auto d = adversarial(mon, true);
+    CHECK_MESSAGE(!any_warning(d), (d.all.empty() ? std::string() : d.all[0].symptom));
+    // The loss's progress verdicts stood aside; the metric's verdict is in the set.
+    CHECK(!mon.detector_set().contains("loss_not_decreasing"));
+    CHECK(!mon.detector_set().contains("loss_spike"));
+    CHECK(mon.detector_set().contains("metric_not_improving"));
+    CHECK(mon.detector_set().contains("non_finite"));  // a NaN loss is still one
+  }
+  SUBCASE("twin: not declared, the same run is read as a loss that does not decrease") {
+    mldiag::monitor mon;
+    const auto d = adversarial(mon, true);
+    CHECK(!d.named(mldiag::symptoms::loss_not_decreasing).empty());
+    CHECK(any_warning(d));
+  }
+  SUBCASE("twin: declared, a metric that does not improve is the convergence verdict") {
+    mldiag::monitor mon({.task = {.objective = mldiag::objective::not_progress}});
+    const auto d = adversarial(mon, false);
+    const auto stalled = d.named(mldiag::symptoms::progress_not_improving);
+    REQUIRE(stalled.size() == 1);
+    CHECK(stalled[0].severity == severity::warning);
+    CHECK(stalled[0].where.at(0).first == "classifier_accuracy");
+    CHECK(d.named(mldiag::symptoms::loss_not_decreasing).empty());
+  }
+  SUBCASE("declared, a non-finite loss is still critical") {
+    mldiag::monitor mon({.task = {.objective = mldiag::objective::not_progress}});
+    const auto d = mldiag_test::run_monitor(mon, 20, [](int step, mldiag::monitor& m) {
+      m.observe(mldiag::scalar::loss, step == 12 ? std::nan("") : 0.7);
+    });
+    const auto nan = d.named(mldiag::symptoms::non_finite_loss);
+    REQUIRE(nan.size() == 1);
+    CHECK(nan[0].severity == severity::critical);
+  }
+}
+
+namespace {
+
+// A curriculum: the loss falls 3 -> 0.5 over 300 steps, the data gets harder at step 300 (the
+// loss jumps to 2.5) and it falls again.
+delivered curriculum(mldiag::monitor& mon, bool declare) {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 600, [&](int step, mldiag::monitor& m) {
+    if (declare && step == 300) m.observe(mldiag::regime_change{mldiag::change::data});
+    const double level = step < 300 ? 0.5 + 2.5 * std::exp(-step / 60.0) : 0.5 + 2.0 * std::exp(-(step - 300) / 60.0);
+    m.observe(mldiag::scalar::loss, level * (1.0 + 0.03 * noise(rng)));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a change of data made on purpose restarts the baselines") {
+  SUBCASE("twin: not declared, the harder stage is read as a loss spike") {
+    mldiag::monitor mon;
+    const auto d = curriculum(mon, false);
+    const auto spikes = d.named(mldiag::symptoms::loss_spike);
+    REQUIRE(!spikes.empty());
+    CHECK(spikes[0].first_step >= 300);
+    CHECK(spikes[0].severity >= severity::warning);
+  }
+  SUBCASE("declared at step 300: nothing at warning or above") {
+    mldiag::monitor mon;
+    const auto d = curriculum(mon, true);
+    CHECK(!any_warning(d));
+    // The declaration is evidence of its step: the snapshot carries it.
+    bool recorded = false;
+    const auto& past = mon.evidence().past();
+    for (std::size_t i = 0; i < past.size(); ++i)
+      recorded = recorded || (past[i].step == 300 && past[i].change == mldiag::change::data);
+    CHECK(recorded);
+  }
+  SUBCASE("a fault after the declared change is still found") {
+    mldiag::monitor mon;
+    std::mt19937_64 rng(9);
+    std::normal_distribution<double> noise(0.0, 1.0);
+    const auto d = mldiag_test::run_monitor(mon, 600, [&](int step, mldiag::monitor& m) {
+      if (step == 300) m.observe(mldiag::regime_change{mldiag::change::data});
+      double level = step < 300 ? 0.5 + 2.5 * std::exp(-step / 60.0) : 0.5 + 2.0 * std::exp(-(step - 300) / 60.0);
+      if (step >= 480) level *= 4.0;  // a spike well after the new stage began
+      m.observe(mldiag::scalar::loss, level * (1.0 + 0.03 * noise(rng)));
+    });
+    const auto spikes = d.named(mldiag::symptoms::loss_spike);
+    REQUIRE(!spikes.empty());
+    CHECK(spikes[0].first_step >= 480);
+  }
+}
+
+namespace {
+
+// An embedding whose norm grows steadily (a linear ramp: growth that keeps its pace) beside a
+// layer that does not.
+delivered growing_embedding(mldiag::monitor& mon) {
+  std::vector<float> emb(256), other(256, 0.1f);
+  return mldiag_test::run_monitor(mon, 400, [&](int step, mldiag::monitor& m) {
+    for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>((0.01 + 0.001 * step) * ((i % 2) ? 1 : -1));
+    m.observe(mldiag::scalar::loss, 2.0 + std::exp(-step / 100.0));
+    m.observe(mldiag::role::parameter, "tok_embed.weight", emb);
+    m.observe(mldiag::role::parameter, "head.weight", other);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a tensor expected to grow, and one detector's opinion of one tensor") {
+  SUBCASE("twin: not declared, the embedding's growth is a warning") {
+    mldiag::monitor mon;
+    const auto d = growing_embedding(mon);
+    const auto g = d.named(mldiag::symptoms::embedding_norm_growing);
+    REQUIRE(g.size() == 1);
+    CHECK(g[0].severity == severity::warning);
+  }
+  SUBCASE("declared to grow: the same finding, at info, with the declaration as its reason") {
+    mldiag::monitor mon;
+    mon.expect_growth("tok_embed");
+    const auto d = growing_embedding(mon);
+    const auto g = d.named(mldiag::symptoms::embedding_norm_growing);
+    REQUIRE(g.size() == 1);
+    CHECK(g[0].severity == severity::info);
+    CHECK(g[0].why.starts_with("declared: tok_embed declared to grow"));
+    CHECK(!any_warning(d));
+  }
+  SUBCASE("twin: a declaration for another tensor (a name that only starts the same) changes nothing") {
+    mldiag::monitor mon;
+    mon.expect_growth("tok_emb");  // covers tok_emb and tok_emb.*, not tok_embed.weight
+    mon.quiet("embedding_growth", "head");
+    const auto d = growing_embedding(mon);
+    const auto g = d.named(mldiag::symptoms::embedding_norm_growing);
+    REQUIRE(g.size() == 1);
+    CHECK(g[0].severity == severity::warning);
+  }
+  SUBCASE("quiet names a detector that exists, and a tensor") {
+    mldiag::monitor mon;
+    CHECK_THROWS_WITH(mon.quiet("embedding_grow", "x"), doctest::Contains("no detector named 'embedding_grow'"));
+    CHECK_THROWS_WITH(mon.quiet("embedding_growth", ""), doctest::Contains("give a detector's name and a tensor's name"));
+  }
+}
+
+namespace {
+
+// Training loss falling to 0.1, validation evaluated every 50 steps: steady at 1.0 (a
+// different domain: far above training, and stable), or rising 1.0 -> 2.5 after step 300.
+delivered validation_run(mldiag::monitor& mon, bool val_worsens) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 600, [&](int step, mldiag::monitor& m) {
+    m.observe(mldiag::scalar::loss, (0.1 + 2.0 * std::exp(-step / 50.0)) * (1.0 + 0.03 * noise(rng)));
+    if (step % 50 == 49) {
+      const double val = val_worsens && step > 300 ? 1.0 + 1.5 * (step - 300) / 300.0 : 1.0;
+      m.observe(mldiag::scalar::val_loss, val);
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: validation drawn unlike training is judged by the gap's trend") {
+  SUBCASE("twin: not declared, a steady gap of 10x is reported") {
+    mldiag::monitor mon;
+    const auto d = validation_run(mon, false);
+    REQUIRE(!d.named(mldiag::symptoms::train_far_below_val).empty());
+    CHECK(any_warning(d));
+  }
+  SUBCASE("declared: the steady gap raises nothing") {
+    mldiag::monitor mon({.task = {.validation_unlike_training = true}});
+    const auto d = validation_run(mon, false);
+    CHECK(d.named(mldiag::symptoms::train_far_below_val).empty());
+    CHECK(!any_warning(d));
+  }
+  SUBCASE("declared: a gap that widens while validation worsens is reported") {
+    mldiag::monitor mon({.task = {.validation_unlike_training = true}});
+    const auto d = validation_run(mon, true);
+    const auto gap = d.named(mldiag::symptoms::train_far_below_val);
+    REQUIRE(gap.size() == 1);
+    CHECK(gap[0].severity == severity::warning);
+    CHECK(gap[0].first_step > 300);
+    // The rule, from its own evidence: widened by a quarter of the initial training loss.
+    CHECK(mldiag_test::evidence(gap[0], "gap") - mldiag_test::evidence(gap[0], "first_gap") >=
+          0.25 * mldiag_test::evidence(gap[0], "initial_train_loss"));
+  }
+}
+
+namespace {
+
+// An in-batch contrastive loss with batch 256: an uninformed model's loss is ln 256 = 5.545.
+delivered contrastive(mldiag::monitor& mon, bool learns) {
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 400, [&](int step, mldiag::monitor& m) {
+    const double level = learns ? 1.5 + 4.0 * std::exp(-step / 80.0) : std::log(256.0);
+    m.observe(mldiag::scalar::loss, level * (1.0 + 0.01 * noise(rng)));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a loss's chance level that is not ln(classes)") {
+  const double chance = std::log(256.0);
+  SUBCASE("declared: a contrastive loss sitting at ln(batch) is at chance") {
+    mldiag::monitor mon({.task = {.chance_loss = chance}});
+    const auto d = contrastive(mon, false);
+    const auto stuck = d.named(mldiag::symptoms::loss_at_chance_level);
+    REQUIRE(stuck.size() == 1);
+    CHECK(stuck[0].severity == severity::warning);
+    CHECK(mldiag_test::evidence(stuck[0], "declared_chance") == doctest::Approx(chance));
+    // The first loss was where an uninformed model starts: no initial-loss finding.
+    CHECK(d.named(mldiag::symptoms::initial_loss_far_from_chance).empty());
+  }
+  SUBCASE("twin: declared, a contrastive loss that learns is not") {
+    mldiag::monitor mon({.task = {.chance_loss = chance}});
+    const auto d = contrastive(mon, true);
+    CHECK(d.named(mldiag::symptoms::loss_at_chance_level).empty());
+  }
+  SUBCASE("twin: not declared, nothing knows the loss's chance level") {
+    mldiag::monitor mon;
+    const auto d = contrastive(mon, false);
+    CHECK(d.named(mldiag::symptoms::loss_at_chance_level).empty());
+  }
+  SUBCASE("a chance level that is not a positive number is refused") {
+    CHECK_THROWS_WITH(mldiag::monitor({.task = {.chance_loss = -1.0}}), doctest::Contains("task::chance_loss is -1"));
+  }
+}
+
+namespace {
+
+// Label smoothing: the loss falls from 1.00 to 0.955 within ten steps and stays there, 0.045
+// above the smoothed floor of 0.91.
+delivered smoothed(mldiag::monitor& mon) {
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 400, [&](int step, mldiag::monitor& m) {
+    const double level = step < 10 ? 1.0 : 0.955;
+    m.observe(mldiag::scalar::loss, level + 0.002 * noise(rng));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a loss floor above 0") {
+  SUBCASE("twin: not declared, a 4.5% fall reads as a loss that does not decrease") {
+    mldiag::monitor mon;
+    CHECK(!smoothed(mon).named(mldiag::symptoms::loss_not_decreasing).empty());
+  }
+  SUBCASE("declared at 0.91: the same fall is half the way to the floor") {
+    mldiag::monitor mon({.task = {.loss_floor = 0.91}});
+    CHECK(smoothed(mon).named(mldiag::symptoms::loss_not_decreasing).empty());
+  }
+}
