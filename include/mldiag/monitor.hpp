@@ -248,6 +248,11 @@ class monitor {
   /// Steps after a run-breaking event was last seen during which later findings are still
   /// marked as its consequences (finding::consequence_of).
   static constexpr std::int64_t consequence_horizon = 100;
+  /// Steps without a repetition after which the same detector, symptom and place start a new
+  /// episode. Within an episode a finding is delivered (to the sinks, the baseline and
+  /// end_step's return) when it starts and each time its severity rises, never once per step:
+  /// one loss spike held for 7,503 steps was 7,503 lines of JSON Lines (12 MB).
+  static constexpr std::int64_t episode_gap = 50;
 
   /// L0: what the checks of `monitor_config::task` found before the first step
   /// (`detectors::check_configuration`), at step -1. They open diagnoses at once, and reach the
@@ -293,6 +298,16 @@ class monitor {
   void open_diagnosis_for(const finding& f);
   // The user's per-tensor declarations (quiet, expect_growth) applied to new findings.
   void apply_declarations(std::size_t from);
+  // Drops a finding that repeats an ongoing episode (same detector, symptom and first place,
+  // delivered or repeated within episode_gap steps) at no higher severity: an episode is
+  // delivered when it starts and each time it escalates, not once per step.
+  void drop_repeats(std::int64_t step, std::size_t from);
+  struct episode_state {
+    std::string detector, symptom, place;
+    std::int64_t last = -1;
+    severity top = severity::info;
+  };
+  std::vector<episode_state> episodes_;
 
   struct quieted {
     std::string detector, tensor, reason;
@@ -389,6 +404,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   pending_.clear();
   mark_consequences(now.step, from);
   apply_declarations(from);
+  drop_repeats(now.step, from);
   for (auto& s : reports_) s->on_step(now, recorder_.names());
   for (std::size_t i = from; i < step_findings_.size(); ++i) deliver(step_findings_[i]);
   return step_findings_;
@@ -495,6 +511,31 @@ MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
       f.why = "declared: " + reason->tensor + " " + reason->reason + (f.why.empty() ? "" : "; was: " + f.why);
     }
   }
+}
+
+MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t from) {
+  std::size_t kept = from;
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    finding& f = step_findings_[i];
+    const std::string_view place = f.where.empty() ? std::string_view() : std::string_view(f.where.front().first);
+    episode_state* e = nullptr;
+    for (auto& x : episodes_)
+      if (x.detector == f.detector && x.symptom == f.symptom && x.place == place) e = &x;
+    const bool ongoing = e != nullptr && e->last >= 0 && step - e->last <= episode_gap;
+    bool deliver = true;
+    if (e == nullptr) {
+      episodes_.push_back({f.detector, f.symptom, std::string(place), step, f.severity});
+    } else {
+      deliver = !ongoing || f.severity > e->top;
+      e->top = ongoing ? std::max(e->top, f.severity) : f.severity;
+      e->last = step;
+    }
+    if (deliver) {
+      if (kept != i) step_findings_[kept] = std::move(f);
+      ++kept;
+    }
+  }
+  step_findings_.resize(kept);
 }
 
 MLDIAG_COMPILED_INLINE void monitor::notify(const finding& f) {

@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -130,4 +132,71 @@ TEST_CASE(
   REQUIRE(candidates.size() >= 3);
   CHECK(std::any_of(candidates.begin(), candidates.end(),
                     [](const auto* row) { return row->cause == "the wrong backend: unfused attention or fp32 math"; }));
+}
+
+namespace {
+
+// A detector that states the same anomaly at `place(step)` on the steps `on(step)` says, at a
+// severity `level(step)` says: the monitor's episode rule is what is under test.
+struct repeating {
+  std::function<bool(std::int64_t)> on;
+  std::function<mldiag::severity(std::int64_t)> level;
+  std::function<std::string(std::int64_t)> place;
+  static constexpr mldiag::detectors::detector_info about{"repeating", mldiag::question::convergence, {}, "a test double"};
+  std::string_view name() const { return "repeating"; }
+  void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) {
+    if (!on(o.now.step)) return;
+    auto f = mldiag::make_finding(mldiag::question::convergence, mldiag::symptom{"repeated symptom"}, level(o.now.step), o.now.step, name());
+    f.where.emplace_back(place(o.now.step), 1.0);
+    out.push_back(std::move(f));
+  }
+};
+
+std::vector<mldiag::finding> delivered_by(repeating r, int steps) {
+  mldiag::monitor mon({.detectors = {"non_finite"}});
+  mon.add(std::move(r));
+  std::vector<mldiag::finding> got, returned;
+  mon.attach([&](const mldiag::finding& f) { got.push_back(f); });
+  for (int i = 0; i < steps; ++i) {
+    mon.begin_step(i);
+    mon.observe(mldiag::scalar::loss, 1.0);
+    for (const auto& f : mon.end_step()) returned.push_back(f);
+  }
+  CHECK(got.size() == returned.size());  // the sinks and end_step see the same deliveries
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("an episode is delivered when it starts and when it escalates, not once per step") {
+  // Held from step 10 to 199 (warning, critical from 150), then again from 300 after a pause
+  // longer than the episode gap.
+  const auto got = delivered_by({[](std::int64_t s) { return (s >= 10 && s < 200) || s >= 300; },
+                                 [](std::int64_t s) { return s >= 150 && s < 200 ? mldiag::severity::critical : mldiag::severity::warning; },
+                                 [](std::int64_t) { return std::string("blocks.1"); }},
+                                400);
+  REQUIRE(got.size() == 3);
+  CHECK(got[0].first_step == 10);
+  CHECK(got[0].severity == mldiag::severity::warning);
+  CHECK(got[1].first_step == 150);
+  CHECK(got[1].severity == mldiag::severity::critical);
+  CHECK(got[2].first_step == 300);  // a new episode: 100 steps without it
+  static_assert(mldiag::monitor::episode_gap < 100);
+}
+
+TEST_CASE("twin: the same symptom at a new place each step is news each step") {
+  const auto got = delivered_by({[](std::int64_t s) { return s >= 10 && s < 40; },
+                                 [](std::int64_t) { return mldiag::severity::warning; },
+                                 [](std::int64_t s) { return "blocks." + std::to_string(s); }},
+                                60);
+  CHECK(got.size() == 30);
+}
+
+TEST_CASE("twin: a repetition after a pause longer than the gap is a new episode") {
+  // Every 60th step: each a new episode.
+  const auto got = delivered_by({[](std::int64_t s) { return s % 60 == 0; },
+                                 [](std::int64_t) { return mldiag::severity::warning; },
+                                 [](std::int64_t) { return std::string("x"); }},
+                                600);
+  CHECK(got.size() == 10);
 }

@@ -8,6 +8,7 @@
 #include "cli/scan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -78,4 +79,79 @@ TEST_CASE("scan: a short healthy log is quiet and says what it cannot judge") {
   for (const auto& f : r.findings) CHECK_MESSAGE(f.finding.severity < mldiag::severity::warning, f.finding.symptom);
   CHECK(has_note(r, "loss_not_decreasing: too few points to judge"));
   CHECK(has_note(r, "oscillation: too few points to judge (it needs 100 loss values; the log has 6)"));
+}
+
+namespace {
+
+// A policy-gradient run's log: the surrogate loss hovers near 0 while the return climbs (or,
+// with `flat_return`, does not).
+std::string policy_gradient_csv(bool flat_return, const std::string& return_column = "return") {
+  std::string text = "step,loss," + return_column + "\n";
+  for (int i = 0; i < 400; ++i) {
+    const double loss = 0.01 * std::sin(i * 0.7) + 0.004 * std::cos(i * 1.9);
+    const double ret = flat_return ? 20.0 + 3.0 * std::sin(i * 0.37) : 20.0 + 180.0 * (1.0 - std::exp(-i / 120.0)) + 3.0 * std::sin(i * 0.37);
+    text += std::to_string(i) + "," + std::to_string(loss) + "," + std::to_string(ret) + "\n";
+  }
+  return text;
+}
+
+mldiag::cli::scan_result scan_declared(const std::string& text, const std::string& file, const mldiag::cli::scan_options& o) {
+  const auto runs = mldiag::cli::parse_log(text, file);
+  REQUIRE(runs.size() == 1);
+  return mldiag::cli::scan(runs[0], o);
+}
+
+bool any_warning_in(const mldiag::cli::scan_result& r) {
+  return std::any_of(r.findings.begin(), r.findings.end(),
+                     [](const auto& f) { return f.finding.severity >= mldiag::severity::warning; });
+}
+
+}  // namespace
+
+TEST_CASE("scan: --objective not_progress with --metric reads progress from the return") {
+  mldiag::cli::scan_options declared;
+  declared.task.objective = mldiag::objective::not_progress;
+  declared.metrics.emplace_back("return", true);
+  // Declared: a surrogate near 0 with a climbing return is a healthy run.
+  CHECK(!any_warning_in(scan_declared(policy_gradient_csv(false), "pg.csv", declared)));
+  // Twin: undeclared, the surrogate reads as a loss that does not decrease.
+  CHECK(find(scan_text(policy_gradient_csv(false), "pg.csv"), "loss not decreasing") != nullptr);
+  // Twin: declared, a return that does not climb is the verdict.
+  const auto flat = scan_declared(policy_gradient_csv(true), "pg.csv", declared);
+  const auto* stalled = find(flat, "progress metric not improving");
+  REQUIRE(stalled != nullptr);
+  CHECK(stalled->finding.severity == mldiag::severity::warning);
+  // A metric column the log does not have is named in a note, not ignored in silence.
+  mldiag::cli::scan_options missing = declared;
+  missing.metrics = {{"episode_return", true}};
+  CHECK(has_note(scan_declared(policy_gradient_csv(false), "pg.csv", missing), "--metric episode_return: the log has no such column"));
+}
+
+TEST_CASE("scan: a JSON Lines report's progress/ and change/ columns are read as declarations") {
+  // What report::jsonl writes for observe_metric("return", v, true) and regime_change{data}.
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    const double ret = 20.0 + 3.0 * std::sin(i * 0.37);
+    text += "{\"step\":" + std::to_string(i) + ",\"loss\":1.0,\"progress/return/higher\":" + std::to_string(ret) + "}\n";
+  }
+  mldiag::cli::scan_options declared;
+  declared.task.objective = mldiag::objective::not_progress;
+  const auto r = scan_declared(text, "run.jsonl", declared);
+  REQUIRE(find(r, "progress metric not improving") != nullptr);
+  CHECK(find(r, "progress metric not improving")->finding.where.at(0).first == "return");
+}
+
+TEST_CASE("scan: --event at a step the log does not have takes effect at the next logged one") {
+  // A loss that falls, then jumps at step 300 (a harder curriculum stage), logged every 2 steps.
+  std::string text = "step,loss\n";
+  for (int i = 0; i < 600; i += 2) {
+    const double level = i < 300 ? 0.5 + 2.5 * std::exp(-i / 60.0) : 0.5 + 2.0 * std::exp(-(i - 300) / 60.0);
+    text += std::to_string(i) + "," + std::to_string(level * (1.0 + 0.01 * std::sin(i))) + "\n";
+  }
+  CHECK(find(scan_text(text, "c.csv"), "loss spike") != nullptr);  // twin: undeclared
+  mldiag::cli::scan_options declared;
+  declared.events = {{299, mldiag::change::data}};
+  CHECK(!any_warning_in(scan_declared(text, "c.csv", declared)));
+  declared.events = {{5000, mldiag::change::data}};
+  CHECK(has_note(scan_declared(text, "c.csv", declared), "--event 5000:data: after the log's last step"));
 }

@@ -30,6 +30,8 @@ struct detector_description {
   std::vector<std::string_view> symptoms;
   std::string_view summary;
   std::vector<parameter_description> parameters;
+  /// How it stands to the user's declarations (detector_info::traits_t).
+  detector_info::traits_t traits = {};
 };
 
 namespace detail {
@@ -44,7 +46,7 @@ inline std::string cell(std::string_view text) {
 template <class D>
 detector_description describe_one() {
   const detector_info& a = D::about;
-  detector_description d{a.name, a.question, {}, a.summary, {}};
+  detector_description d{a.name, a.question, {}, a.summary, {}, a.traits};
   for (const symptom s : a.symptoms)
     if (!s.empty()) d.symptoms.push_back(s.text);
   if constexpr (requires { D::config::fields(); }) {

@@ -29,7 +29,7 @@ inline constexpr std::array<pattern_row, 25> pattern_tables{{
     {"loss not decreasing", {symptoms::loss_oscillation, symptoms::sustained_loss_increase, symptoms::loss_spike, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_above_configured_peak},
      "learning rate too high",
      "learning_rate", "lower the learning rate 3-10x and add or lengthen warm-up"},
-    {"loss not decreasing", {symptoms::non_finite_loss, symptoms::non_finite_tensors, symptoms::exploding_gradients, symptoms::non_finite_grad_norm},
+    {"loss not decreasing", {symptoms::non_finite_loss, symptoms::non_finite_tensors, symptoms::exploding_gradients, symptoms::non_finite_grad_norm, symptoms::loss_far_above_best},
      "numerical instability", "gradient_clipping",
      "clip the global gradient norm (e.g. 1.0), check fp16 loss scaling, find the first non-finite tensor"},
     {"loss not decreasing", {symptoms::vanishing_gradients, symptoms::dead_activations, symptoms::saturated_activations},

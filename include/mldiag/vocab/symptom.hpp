@@ -35,6 +35,7 @@ inline constexpr symptom gradients_persist{"gradients persist across steps"};
 inline constexpr symptom gradients_nearly_identical{"gradients nearly identical step to step (full-batch training?)"};
 inline constexpr symptom missing_loss_value{"missing loss value"};
 inline constexpr symptom sustained_loss_increase{"sustained loss increase"};
+inline constexpr symptom loss_far_above_best{"loss far above its best"};
 inline constexpr symptom loss_scale_halving{"loss scale halving step after step"};
 inline constexpr symptom lr_not_finite_or_negative{"learning rate not finite or negative"};
 inline constexpr symptom lr_reached_zero{"learning rate reached zero"};
@@ -98,6 +99,7 @@ inline constexpr std::array all{
     gradients_nearly_identical,
     missing_loss_value,
     sustained_loss_increase,
+    loss_far_above_best,
     loss_scale_halving,
     lr_not_finite_or_negative,
     lr_reached_zero,

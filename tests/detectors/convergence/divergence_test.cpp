@@ -73,3 +73,76 @@ TEST_CASE("divergence: a climb is not two 2% rises and one outlier batch") {
   REQUIRE(!out.empty());
   CHECK(out[0].symptom == "sustained loss increase");
 }
+
+namespace {
+
+// Gradients never zeroed (LibTorch's MNIST example without zero_grad()): the loss falls to 0.3
+// by step 200, then climbs steadily toward 84 by step 2000. The losses, and the findings.
+std::vector<double> runaway_losses() {
+  std::vector<double> l;
+  for (int step = 0; step < 2000; ++step)
+    l.push_back(step < 200 ? 0.3 + 2.0 * (1.0 - step / 200.0) : 0.3 + (84.0 - 0.3) * (step - 200) / 1800.0);
+  return l;
+}
+
+std::vector<mldiag::finding> far_above_best(const std::vector<double>& losses) {
+  mldiag::detectors::divergence d;
+  mldiag::recorder rec(8);
+  std::vector<mldiag::finding> out, kept;
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    rec.begin_step(static_cast<std::int64_t>(i));
+    rec.observe(mldiag::scalar::loss, losses[i]);
+    d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+  }
+  for (const auto& f : out)
+    if (f.symptom == mldiag::symptoms::loss_far_above_best) kept.push_back(f);
+  return kept;
+}
+
+// The first step at which the mean of the last 20 reaches `factor` times the lowest such mean so
+// far, in long double: the rule computed independently of the detector's windows.
+long first_at(const std::vector<double>& l, long double factor) {
+  long double best = 1e300L;
+  for (std::size_t i = 19; i < l.size(); ++i) {
+    long double sum = 0;
+    for (std::size_t j = i - 19; j <= i; ++j) sum += l[j];
+    const long double mean = sum / 20;
+    best = std::min(best, mean);
+    if (mean >= factor * best && mean - best >= 0.25L) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("divergence: a loss that runs away from its best is reported when it starts and once more when critical") {
+  const auto losses = runaway_losses();
+  const auto f = far_above_best(losses);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].severity == mldiag::severity::warning);
+  CHECK(f[0].first_step == first_at(losses, 4.0L));
+  CHECK(f[1].severity == mldiag::severity::critical);
+  CHECK(f[1].first_step == first_at(losses, 10.0L));
+  CHECK(mldiag_test::evidence(f[1], "ratio_to_best") >= 10.0);
+}
+
+TEST_CASE("divergence: twin — a healthy loss with a hard stretch at twice its level is not far above its best") {
+  std::vector<double> losses;
+  for (int step = 0; step < 1500; ++step) {
+    double l = 0.4 + 2.0 * std::exp(-step / 150.0) + 0.05 * std::sin(step * 1.7);
+    if (step >= 900 && step < 960) l *= 2.0;  // a stretch of hard batches, then back
+    losses.push_back(l);
+  }
+  CHECK(far_above_best(losses).empty());
+  // Declared not a progress measure, even the runaway is not judged from the loss.
+  mldiag::detectors::divergence d({.loss_is_progress = false});
+  mldiag::recorder rec(8);
+  std::vector<mldiag::finding> out;
+  const auto runaway = runaway_losses();
+  for (std::size_t i = 0; i < runaway.size(); ++i) {
+    rec.begin_step(static_cast<std::int64_t>(i));
+    rec.observe(mldiag::scalar::loss, runaway[i]);
+    d.observe({rec.end_step(), rec.past(), rec.names()}, out);
+  }
+  CHECK(out.empty());
+}

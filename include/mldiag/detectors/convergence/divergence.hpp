@@ -32,6 +32,11 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// end of warm-up, while healthy runs' outliers recover on the next step); and an fp16 loss scale that halves `halvings` times within the
 /// last `window` observations (warning; 104B embed-norm experiment 7 halved 1048576 -> 32768
 /// over six iterations before its loss went NaN).
+/// And harm that keeps growing, however it climbs: the mean of the last `best_window` (20)
+/// losses at least `above_best` (4) times the lowest such mean of the run and `min_rise` above
+/// it (a warning; critical at `above_best_critical`, 10x), reported when it starts and once
+/// more when it turns critical, never once per step (gradients never zeroed took a LibTorch
+/// MNIST run from 2.3 to 84 with no finding after its first).
 class divergence {
  public:
   struct config {
@@ -48,6 +53,9 @@ class divergence {
     /// Whether a climb of the loss is judged (the sustained increase). Off when the loss is not
     /// a progress measure (task::objective): the monitor sets it; the other two checks stay.
     bool loss_is_progress = true;
+    std::size_t best_window = 20;
+    double above_best = 4.0;
+    double above_best_critical = 10.0;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -61,14 +69,18 @@ class divergence {
           field<config>{"min_rise", &config::min_rise},
           field<config>{"min_mads", &config::min_mads},
           field<config>{"max_last_share", &config::max_last_share},
-          field<config>{"loss_is_progress", &config::loss_is_progress}};
+          field<config>{"loss_is_progress", &config::loss_is_progress},
+          field<config>{"best_window", &config::best_window},
+          field<config>{"above_best", &config::above_best},
+          field<config>{"above_best_critical", &config::above_best_critical}};
     }
   };
   divergence() : divergence(config{}) {}
   explicit divergence(config c)
-      : c_(c), scales_(c.window + 1), losses_(c.rise_steps + 1), baseline_(c.baseline_window) {}
+      : c_(c), scales_(c.window + 1), losses_(c.rise_steps + 1), baseline_(c.baseline_window),
+        recent_(std::max<std::size_t>(c.best_window, 1)) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true}};
+  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving, symptoms::loss_far_above_best}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -106,6 +118,7 @@ class divergence {
         }
       }
     }
+    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress) above_best(o, *s.loss, out);
     if (!s.loss_scale || !std::isfinite(*s.loss_scale)) return;
     scales_.push(*s.loss_scale);
     std::size_t halved = 0;
@@ -119,14 +132,38 @@ class divergence {
   }
 
  private:
+  void above_best(const observation& o, double loss, std::vector<finding>& out) {
+    recent_.push(loss);
+    if (!recent_.full()) return;
+    const double now = recent_.mean();
+    best_ = std::min(best_, now);
+    const double ratio = best_ > 0.0 ? now / best_ : 0.0;
+    const bool far = best_ > 0.0 && ratio >= c_.above_best && now - best_ >= c_.min_rise;
+    if (!far) {
+      above_reported_ = severity::info;
+      above_active_ = false;
+      return;
+    }
+    const grounds g{.harm = true, .magnitude = ratio, .critical_at = c_.above_best_critical,
+                    .note = "the loss keeps far above the best it reached"};
+    if (above_active_ && decide(g) <= above_reported_) return;
+    above_active_ = true;
+    above_reported_ = decide(g);
+    out.push_back(make(o, symptoms::loss_far_above_best, g,
+                       {{"recent_mean", now}, {"best_mean", best_}, {"ratio_to_best", ratio}}));
+  }
+
   finding make(const observation& o, mldiag::symptom symptom, const grounds& g,
                std::vector<std::pair<std::string, double>> evidence) const {
     return escalate(make_finding(question::convergence, symptom, severity::info, o.now.step, name(), std::move(evidence)), g);
   }
 
   config c_;
-  signals::window scales_, losses_, baseline_;
+  signals::window scales_, losses_, baseline_, recent_;
   bool seen_loss_ = false;
+  double best_ = std::numeric_limits<double>::infinity();
+  severity above_reported_ = severity::info;
+  bool above_active_ = false;
 };
 
 }  // namespace mldiag::detectors
