@@ -357,3 +357,25 @@ TEST_CASE("gradient_cosines_of: gradients read in place equal the gathered path,
   CAPTURE(exact);
   CHECK(std::fabs(ca->consecutive - exact) < 0.05);
 }
+
+TEST_CASE("each parameter group's learning rate is read from the optimizer itself") {
+  torch::nn::Linear backbone(4, 4), head(4, 2);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(backbone->parameters(), std::make_unique<torch::optim::SGDOptions>(0.01));
+  groups.emplace_back(head->parameters(), std::make_unique<torch::optim::SGDOptions>(0.1));
+  torch::optim::SGD opt(std::move(groups), torch::optim::SGDOptions(0.5));
+  mldiag::recorder rec(4);
+  rec.begin_step(0);
+  mldiag::observe_learning_rates(rec, opt, "sgd");
+  const auto& s = rec.end_step();
+  REQUIRE(s.group_lrs.size() == 2);
+  CHECK(rec.names()[s.group_lrs[0].first] == "sgd/0");
+  CHECK(s.group_lrs[0].second == 0.01);  // the group's own rate, not the default 0.5
+  CHECK(rec.names()[s.group_lrs[1].first] == "sgd/1");
+  CHECK(s.group_lrs[1].second == 0.1);
+  // A rate written into the optimizer (what a scheduler does) is what the next step reads.
+  static_cast<torch::optim::SGDOptions&>(opt.param_groups()[1].options()).lr(0.05);
+  rec.begin_step(1);
+  mldiag::observe_learning_rates(rec, opt, "sgd");
+  CHECK(rec.end_step().group_lrs[1].second == 0.05);
+}

@@ -412,4 +412,23 @@ void observe_router(O& to, std::string_view name, const at::Tensor& router_logit
   to.observe(row_entropy{std::string(name) + ".logits", entropy_from_logits(router_logits.detach())});
 }
 
+/// Observes the learning rate of every parameter group of `optimizer`, read from the optimizer
+/// itself, under "<name>/<group index>": two optimizers in one loop, discriminative
+/// fine-tuning rates. Read where the optimizer steps, a schedule the program computes (and
+/// logs as `scalar::learning_rate`) but never writes into the optimizer cannot go unnoticed
+/// (lr_sanity: "learning rate schedule not applied to the optimizer").
+///
+/// **Example**: `mldiag::observe_learning_rates(mon, discriminator_opt, "discriminator");`
+template <class O>
+  requires observes<O, group_learning_rate>
+void observe_learning_rates(O& to, const torch::optim::Optimizer& optimizer, std::string_view name) {
+  const auto& groups = optimizer.param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const std::string group = std::string(name) + "/" + std::to_string(i);
+    // A group given without options of its own uses the optimizer's defaults.
+    const double lr = groups[i].has_options() ? groups[i].options().get_lr() : optimizer.defaults().get_lr();
+    to.observe(group_learning_rate{group, lr});
+  }
+}
+
 }  // namespace mldiag

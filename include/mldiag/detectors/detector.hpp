@@ -98,7 +98,7 @@ struct detector_info {
   };
   std::string_view name;
   mldiag::question question = mldiag::question::convergence;
-  std::array<symptom, 6> symptoms{};
+  std::array<symptom, 8> symptoms{};
   std::string_view summary = {};
   traits_t traits = {};
   [[nodiscard]] constexpr bool raises(symptom s) const noexcept {

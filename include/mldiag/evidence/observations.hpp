@@ -76,6 +76,17 @@ struct progress_metric {
   bool higher_is_better = true;
 };
 
+/// The learning rate one parameter group of one optimizer used at this step, under a name
+/// ("generator/0", "backbone"): two optimizers in one loop, or discriminative fine-tuning rates.
+/// Read from the optimizer itself (the LibTorch adapter's `observe_learning_rates`), so that a
+/// schedule the program computes but never writes into the optimizer is seen.
+///
+/// **Example**: `mon.observe(mldiag::group_learning_rate{"discriminator/0", 2e-4});`
+struct group_learning_rate {
+  std::string_view group;
+  double lr = 0.0;
+};
+
 /// A change made on purpose at this step (a curriculum stage, fine-tuning, unfreezing, a new
 /// optimizer): the detectors that hold a baseline of a stationary run start it again here.
 ///

@@ -211,6 +211,20 @@ class recorder {
     }
     current_.metrics.push_back({id, m.value, m.higher_is_better});
   }
+  /// One parameter group's learning rate (NaN and Inf recorded as they are: evidence). A group
+  /// given twice in a step keeps the last value.
+  void observe(const group_learning_rate& g) {
+    require_open("observe");
+    if (g.group.empty()) throw error("recorder::observe(group_learning_rate): the group has no name; name it (\"encoder/0\")");
+    const std::uint32_t id = names_.intern(g.group);
+    for (auto& [x, lr] : current_.group_lrs) {
+      if (x == id) {
+        lr = g.lr;
+        return;
+      }
+    }
+    current_.group_lrs.emplace_back(id, g.lr);
+  }
   /// A change made on purpose at this step.
   void observe(const regime_change& c) {
     require_open("observe");

@@ -173,6 +173,8 @@ struct snapshot {
   std::vector<double> rank_step_times;
   /// Progress metrics the user gave (a return, an accuracy), by name id.
   std::vector<metric_evidence> metrics;
+  /// Learning rates by parameter group (group_learning_rate), by name id.
+  std::vector<std::pair<std::uint32_t, double>> group_lrs;
   /// A change declared at this step (absent on every other step).
   std::optional<mldiag::change> change;
 
@@ -190,6 +192,7 @@ struct snapshot {
     efficiency = {};
     rank_step_times.clear();
     metrics.clear();
+    group_lrs.clear();
     change.reset();
   }
 
@@ -210,6 +213,7 @@ struct snapshot {
     layer_times.reserve(o.layer_times.size());
     rank_step_times.reserve(o.rank_step_times.size());
     metrics.reserve(o.metrics.size());
+    group_lrs.reserve(o.group_lrs.size());
   }
 
   /// The tensors of a role.

@@ -138,6 +138,7 @@ inline void append_step_line(std::string& out, const snapshot& s, const name_tab
   }
   for (const auto& l : s.layer_times) field(named("time/layer", l.id, ""), l.seconds);
   for (const auto& x : s.metrics) field(named("progress", x.id, x.higher_is_better ? "higher" : "lower"), x.value);
+  for (const auto& [id, lr] : s.group_lrs) field(named("lr", id, ""), lr);
   if (s.change) field("change/" + std::string(name(*s.change)), 1.0);
   const auto& m = s.memory;
   for (const auto& [key, v] : {std::pair{"memory/allocated", m.allocated}, std::pair{"memory/reserved", m.reserved},

@@ -43,6 +43,7 @@ inline constexpr symptom lr_is_zero{"learning rate is zero"};
 inline constexpr symptom lr_absurdly_large{"learning rate absurdly large"};
 inline constexpr symptom lr_jumped{"learning rate jumped"};
 inline constexpr symptom lr_dropped{"learning rate dropped"};
+inline constexpr symptom lr_not_applied{"learning rate schedule not applied to the optimizer"};
 inline constexpr symptom lr_above_configured_peak{"learning rate above the configured peak"};
 inline constexpr symptom initial_loss_far_from_chance{"initial loss far from ln(classes)"};
 inline constexpr symptom inputs_not_normalized{"inputs not normalized"};
@@ -107,6 +108,7 @@ inline constexpr std::array all{
     lr_absurdly_large,
     lr_jumped,
     lr_dropped,
+    lr_not_applied,
     lr_above_configured_peak,
     initial_loss_far_from_chance,
     inputs_not_normalized,
