@@ -79,10 +79,14 @@ int main() {
     return train(s).baseline();
   };
   auto first = std::move(pattern).propose({"batch too large", "the loss stalls between spikes", {"batch_size", 64, 16}}).test(experiment);
-  if (first.was_confirmed()) return 1;  // a bigger batch does not fix a learning rate that is too high
+  if (!first.was_rejected()) return 1;  // a bigger batch does not fix a learning rate that is too high
   auto second = std::move(first).rejected()
                     .propose({"learning rate too high", "the loss swings and climbs", {"learning_rate", 0.9, 0.09}})
                     .test(experiment);
+  if (second.was_inconclusive()) {  // inside the noise: neither a confirmation nor a strike
+    std::puts("inconclusive: run the change with more seeds, pool them (protocol::pool) and conclude again");
+    return 1;
+  }
   if (!second.was_confirmed()) return 1;
 
   // Phase 4: the first actions exist only now; verify against the phase-1 baseline.

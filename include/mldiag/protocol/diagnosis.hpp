@@ -10,6 +10,8 @@
 #include "mldiag/protocol/pattern_tables.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>  // std::snprintf: the log's numbers
 #include <functional>
 #include <memory>
 #include <optional>
@@ -83,6 +85,7 @@ struct rejected {};         ///< ... not better
 struct ask_fixes {};        ///< `fixes()`
 struct verified {};         ///< `verify(summary)`: better than the baseline
 struct not_verified {};     ///< ... not better
+struct inconclusive {};     ///< a test or verification inside the noise: neither of the above
 }  // namespace events
 
 namespace detail {
@@ -101,12 +104,14 @@ struct diagnosis_state {
 struct obvious_checks_run {
   static bool holds(const diagnosis_state&, const evidence_summary& b) { return b.obvious.any_run(); }
 };
-struct better_than_baseline {
-  static bool holds(const diagnosis_state& s, const evidence_summary& v) { return better(v, s.baseline, s.focus); }
+template <verdict V>
+struct comparison_is {
+  static bool holds(const diagnosis_state& s, const evidence_summary& v) { return compare(v, s.baseline, s.focus).result == V; }
 };
-struct not_better_than_baseline {
-  static bool holds(const diagnosis_state& s, const evidence_summary& v) { return !better(v, s.baseline, s.focus); }
-};
+// The three are exclusive and cover every comparison (protocol::compare).
+using better_than_baseline = comparison_is<verdict::better>;
+using not_better_than_baseline = comparison_is<verdict::worse>;
+using inside_the_noise = comparison_is<verdict::inconclusive>;
 struct always {};
 
 template <class Next, class Guard = always>
@@ -133,9 +138,11 @@ template <int S> struct row<phases::pattern<S>,    events::look>            : de
 template <int S> struct row<phases::pattern<S>,    events::propose>         : detail::go<phases::hypothesis<S>> {};
 template <int S> struct row<phases::hypothesis<S>, events::confirmed>       : detail::go<phases::fix<S>,        detail::better_than_baseline> {};
 template <int S> struct row<phases::hypothesis<S>, events::rejected>        : detail::go<detail::strike<S>,     detail::not_better_than_baseline> {};
+template <int S> struct row<phases::hypothesis<S>, events::inconclusive>    : detail::go<phases::hypothesis<S>, detail::inside_the_noise> {};
 template <int S> struct row<phases::fix<S>,        events::ask_fixes>       : detail::stay<phases::fix<S>> {};
 template <int S> struct row<phases::fix<S>,        events::verified>        : detail::go<phases::resolved,      detail::better_than_baseline> {};
 template <int S> struct row<phases::fix<S>,        events::not_verified>    : detail::go<detail::strike<S>,     detail::not_better_than_baseline> {};
+template <int S> struct row<phases::fix<S>,        events::inconclusive>    : detail::go<phases::fix<S>,        detail::inside_the_noise> {};
 //
 //   refused: phase + event -> the compile error that says what to do instead
 template <class P, class E, class D> struct refusal {
@@ -201,23 +208,30 @@ template <> struct phase_traits<phases::escalated> { static constexpr phase_id i
 
 }  // namespace detail
 
-/// A run-time outcome with two possible next phases, by name: `confirmed()`/`rejected()` after
-/// a test, `better()`/`not_better()` after a verification. Still a `std::variant` of the two
-/// phases, for `std::visit`. Taking the phase it does not hold is an error that says which.
-template <class Yes, class No, class Names>
-class outcome : public std::variant<Yes, No> {
+/// A run-time outcome with three possible next phases, by name: `confirmed()`/`rejected()`/
+/// `inconclusive()` after a test, `better()`/`not_better()`/`inconclusive()` after a
+/// verification. Still a `std::variant` of the three phases, for `std::visit`. Taking the
+/// phase it does not hold is an error that says which it holds.
+template <class Yes, class No, class Same, class Names>
+class outcome : public std::variant<Yes, No, Same> {
  public:
-  using std::variant<Yes, No>::variant;
+  using std::variant<Yes, No, Same>::variant;
   [[nodiscard]] bool held() const noexcept { return this->index() == 0; }
-  [[nodiscard]] Yes take_yes() && { return take<0>(std::move(*this), Names::yes); }
-  [[nodiscard]] No take_no() && { return take<1>(std::move(*this), Names::no); }
+  [[nodiscard]] bool was_inconclusive() const noexcept { return this->index() == 2; }
+  [[nodiscard]] Yes take_yes() && { return take<0>(std::move(*this)); }
+  [[nodiscard]] No take_no() && { return take<1>(std::move(*this)); }
+  /// Inside the noise: the same phase, the same hypothesis, no strike. Pool more runs
+  /// (`protocol::pool`) and decide again.
+  [[nodiscard]] Same inconclusive() && { return take<2>(std::move(*this)); }
 
  private:
   template <std::size_t I, class Self>
-  static auto take(Self&& self, std::string_view what) {
+  static auto take(Self&& self) {
     if (self.index() != I) {
-      throw error(std::string("the outcome is not '") + std::string(what) + "'; check it first (" +
-                  std::string(Names::check) + ")");
+      static constexpr std::string_view names[] = {Names::yes, Names::no, "inconclusive"};
+      const std::string_view holds = self.index() < 3 ? names[self.index()] : "valueless";
+      throw error(std::string("the outcome is not '") + std::string(names[I]) + "' but '" + std::string(holds) +
+                  "'; check it first (" + std::string(Names::check) + ")");
     }
     return std::get<I>(std::move(self));
   }
@@ -225,34 +239,78 @@ class outcome : public std::variant<Yes, No> {
 
 namespace detail {
 struct test_names {
-  static constexpr std::string_view yes = "confirmed", no = "rejected", check = "was_confirmed()";
+  static constexpr std::string_view yes = "confirmed", no = "rejected",
+                                    check = "was_confirmed(), was_rejected(), was_inconclusive()";
 };
 struct verify_names {
-  static constexpr std::string_view yes = "better", no = "not better", check = "was_better()";
+  static constexpr std::string_view yes = "better", no = "not better",
+                                    check = "was_better(), was_not_better(), was_inconclusive()";
 };
 }  // namespace detail
 
-/// After `test`/`conclude`: confirmed (phase 4) or rejected (phase 2 with one more strike, or
-/// escalated at the third).
-template <class Yes, class No>
-class test_outcome : public outcome<Yes, No, detail::test_names> {
+/// After `test`/`conclude`: confirmed (phase 4), rejected (phase 2 with one more strike, or
+/// escalated at the third), or inconclusive (still phase 3, the same hypothesis, no strike).
+template <class Yes, class No, class Same>
+class test_outcome : public outcome<Yes, No, Same, detail::test_names> {
  public:
-  using outcome<Yes, No, detail::test_names>::outcome;
+  using outcome<Yes, No, Same, detail::test_names>::outcome;
   [[nodiscard]] bool was_confirmed() const noexcept { return this->held(); }
+  [[nodiscard]] bool was_rejected() const noexcept { return this->index() == 1; }
   [[nodiscard]] Yes confirmed() && { return std::move(*this).take_yes(); }
   [[nodiscard]] No rejected() && { return std::move(*this).take_no(); }
 };
 
-/// After `verify`: better than the baseline (resolved) or not (phase 2 with one more strike,
-/// or escalated at the third).
-template <class Yes, class No>
-class verify_outcome : public outcome<Yes, No, detail::verify_names> {
+/// After `verify`: better than the baseline (resolved), not better (phase 2 with one more
+/// strike, or escalated at the third), or inconclusive (still phase 4, the same confirmed
+/// hypothesis, no strike).
+template <class Yes, class No, class Same>
+class verify_outcome : public outcome<Yes, No, Same, detail::verify_names> {
  public:
-  using outcome<Yes, No, detail::verify_names>::outcome;
+  using outcome<Yes, No, Same, detail::verify_names>::outcome;
   [[nodiscard]] bool was_better() const noexcept { return this->held(); }
+  [[nodiscard]] bool was_not_better() const noexcept { return this->index() == 1; }
   [[nodiscard]] Yes better() && { return std::move(*this).take_yes(); }
   [[nodiscard]] No not_better() && { return std::move(*this).take_no(); }
 };
+
+namespace detail {
+// The log's numbers: the change as written ("10 -> 1"); losses to four decimals, or more
+// where the standard error needs them to show two significant digits.
+inline std::string number(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+inline std::string number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+inline std::string describe(const change& c) { return c.variable + " " + number(c.from) + " -> " + number(c.to); }
+// "recent loss 2.6108 vs baseline 2.6155, effect 0.0047 +- 0.0120, z 0.39"
+inline std::string describe(const comparison& c, const evidence_summary& v, const evidence_summary& base) {
+  int d = 4;
+  for (double scale : {c.loss.se, std::fabs(base.recent_loss)})
+    if (std::isfinite(scale) && scale > 0) d = std::max(d, std::min(12, 1 - static_cast<int>(std::floor(std::log10(scale)))));
+  const auto runs = [](const evidence_summary& e) {
+    return e.runs > 1 ? " (" + std::to_string(e.runs) + " runs)" : std::string();
+  };
+  std::string out = "recent loss " + number(v.recent_loss, d) + runs(v) + " vs baseline " + number(base.recent_loss, d) + runs(base);
+  if (c.loss.noise_known) {
+    out += ", effect " + number(c.loss.effect, d) + " +- " + number(c.loss.se, d) + ", z " + number(c.loss.z, 2);
+  } else {
+    out += ", noise unknown: judged without it (not higher is better)";
+  }
+  return out;
+}
+// Why a comparison is not better, for the log.
+inline std::string why_not(const comparison& c) {
+  if (!c.new_symptom.empty()) return "; new symptom: " + c.new_symptom;
+  if (!c.remaining.empty()) return "; still shows " + c.remaining;
+  if (!std::isfinite(c.loss.effect)) return ": no finite recent loss";
+  return c.loss.noise_known ? ": the loss is worse beyond the noise" : ": the loss is higher";
+}
+}  // namespace detail
 
 /// A diagnosis in phase `P`. Every phase can be read; what it can *do* is the table's. An
 /// action the table refuses fails to compile with the refusal's message; a transition consumes
@@ -309,7 +367,9 @@ class diagnosis {
                     "check_obvious(history) (learning rate, loss vs task, labels, NaN/Inf) and record them");
       }
       write("baseline recorded, " + std::to_string(b.findings.size()) + " symptom(s), recent loss " +
-            std::to_string(b.recent_loss));
+            detail::number(b.recent_loss, 6) +
+            (std::isnan(b.recent_loss_se) ? std::string(" (noise unknown)") : " +- " + detail::number(b.recent_loss_se, 6)) +
+            (b.runs > 1 ? " over " + std::to_string(b.runs) + " runs" : std::string()));
       if (b.findings.empty()) b.findings = s_->current.findings;  // the opening findings count
       s_->current = b;
       s_->baseline = std::move(b);
@@ -366,7 +426,9 @@ class diagnosis {
     }
   }
 
-  /// Phase 3: runs the experiment with the hypothesis's one change and decides.
+  /// Phase 3: runs the experiment with the hypothesis's one change and decides (as
+  /// `conclude`). An experiment is one run: where the outcome is inconclusive, run the change
+  /// with more seeds yourself and `conclude(pool(...))`.
   template <class D = void>
   auto test(const experiment& run) && {
     if constexpr (!allows<P, events::confirmed>) return refuse<events::confirmed, D>();
@@ -377,25 +439,34 @@ class diagnosis {
     }
   }
 
-  /// Phase 3: decides from a variant run you made yourself (the same checks as the baseline).
+  /// Phase 3: decides from a variant run you made yourself (the same checks as the baseline;
+  /// `pool(...)` of several seeds where one run is too noisy). Confirmed when the focus
+  /// symptoms cleared, none is new and the loss is better beyond the noise; inconclusive when
+  /// only the loss is inside the noise (the same phase and hypothesis, no strike: pool more
+  /// runs and conclude again); rejected otherwise.
   template <class D = void>
   auto conclude(evidence_summary v) && {
     using Yes = events::confirmed;
     using No = events::rejected;
+    using Same = events::inconclusive;
     if constexpr (!allows<P, Yes>) return refuse<Yes, D>();
     else {
-      using result = test_outcome<next<P, Yes>, next<P, No>>;
-      const bool ok = guard<Yes>(v);
+      using result = test_outcome<next<P, Yes>, next<P, No>, next<P, Same>>;
       const hypothesis& h = *s_->proposed;
-      write("'" + h.cause + "' " + (ok ? "confirmed" : "rejected") + " (" + h.change.variable + " " +
-            std::to_string(h.change.from) + " -> " + std::to_string(h.change.to) + ": recent loss " +
-            std::to_string(v.recent_loss) + " vs baseline " + std::to_string(s_->baseline.recent_loss) + ")");
-      if (ok) {
+      const comparison c = compare(v, s_->baseline, s_->focus);
+      const std::string how = detail::describe(h.change) + ": " + detail::describe(c, v, s_->baseline);
+      if (guard<Yes>(v)) {
+        write("'" + h.cause + "' confirmed (" + how + ")");
         s_->current = std::move(v);
         s_->confirmed = std::move(s_->proposed);
         s_->proposed.reset();
         return result(std::in_place_index<0>, go<Yes>());
       }
+      if (guard<Same>(v)) {
+        write("'" + h.cause + "' inconclusive (" + how + ": inside the noise; pool more runs)");
+        return result(std::in_place_index<2>, go<Same>());
+      }
+      write("'" + h.cause + "' rejected (" + how + detail::why_not(c) + ")");
       s_->rejected.push_back(std::move(*s_->proposed));
       s_->proposed.reset();
       if constexpr (std::is_same_v<typename row<P, No>::next, phases::escalated>) write(escalation());
@@ -418,19 +489,28 @@ class diagnosis {
     }
   }
 
-  /// Phase 4: re-runs the failed checks (your run with the fix applied) and compares with the
-  /// phase-1 baseline. Not better is a strike: back to phase 2, or escalated at the third.
+  /// Phase 4: re-runs the failed checks (your run with the fix applied, or `pool(...)` of
+  /// several) and compares with the phase-1 baseline. Not better is a strike: back to phase 2,
+  /// or escalated at the third. Inside the noise is neither: still phase 4, the same confirmed
+  /// hypothesis; pool more runs of the fix and verify again.
   template <class D = void>
   auto verify(evidence_summary after_fix) && {
     using Yes = events::verified;
     using No = events::not_verified;
+    using Same = events::inconclusive;
     if constexpr (!allows<P, Yes>) return refuse<Yes, D>();
     else {
-      using result = verify_outcome<next<P, Yes>, next<P, No>>;
+      using result = verify_outcome<next<P, Yes>, next<P, No>, next<P, Same>>;
+      const comparison c = compare(after_fix, s_->baseline, s_->focus);
+      const std::string how = detail::describe(c, after_fix, s_->baseline);
       const bool ok = guard<Yes>(after_fix);
-      write(ok ? "better than the baseline: resolved" : "not better than the baseline: back to phase 2");
+      const bool same = !ok && guard<Same>(after_fix);
+      if (ok) write("better than the baseline: resolved (" + how + ")");
+      else if (same) write("inside the noise: still in phase 4 (" + how + "); pool more runs of the fix and verify again");
+      else write("not better than the baseline: back to phase 2 (" + how + detail::why_not(c) + ")");
       s_->current = std::move(after_fix);
       if (ok) return result(std::in_place_index<0>, go<Yes>());
+      if (same) return result(std::in_place_index<2>, go<Same>());
       s_->rejected.push_back(std::move(*s_->confirmed));
       s_->confirmed.reset();
       if constexpr (std::is_same_v<typename row<P, No>::next, phases::escalated>) write(escalation());
