@@ -8,6 +8,7 @@
 #include "mldiag/core/dtype.hpp"
 #include "mldiag/detectors/registry.hpp"  // the detectors themselves only in header-only builds
 #include "mldiag/detectors/configuration.hpp"
+#include "mldiag/detectors/consequence.hpp"
 #include "mldiag/detectors/task.hpp"
 #include "mldiag/vocab/finding.hpp"
 #include "mldiag/evidence/persistence.hpp"
@@ -253,6 +254,11 @@ class monitor {
   /// end_step's return) when it starts and each time its severity rises, never once per step:
   /// one loss spike held for 7,503 steps was 7,503 lines of JSON Lines (12 MB).
   static constexpr std::int64_t episode_gap = 50;
+  /// Steps after a finding that waits for a consequence (an early signal at info,
+  /// finding::awaits_consequence) during which harm seen in the run (detectors::harm_watch: the
+  /// progress measure or validation worsening, a loss turning non-finite) escalates it to a
+  /// warning, delivered once with the harm in its `why`.
+  static constexpr std::int64_t consequence_window = 500;
 
   /// L0: what the checks of `monitor_config::task` found before the first step
   /// (`detectors::check_configuration`), at step -1. They open diagnoses at once, and reach the
@@ -308,6 +314,10 @@ class monitor {
     severity top = severity::info;
   };
   std::vector<episode_state> episodes_;
+  // Findings delivered at info that wait for a consequence, and what counts as one.
+  void escalate_awaiting(std::int64_t step, const std::string& harm);
+  std::vector<finding> awaiting_;
+  detectors::harm_watch harm_;
 
   struct quieted {
     std::string detector, tensor, reason;
@@ -330,7 +340,8 @@ static_assert(observer<monitor>);
 
 // The monitor's costly members: inline, or compiled once (core/compiled.hpp).
 #if MLDIAG_DEFINE_COMPILED
-MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c) : config_(std::move(c)), recorder_(config_.history) {
+MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c)
+    : harm_(c.task.objective == objective::minimized), config_(std::move(c)), recorder_(config_.history) {
   const task& t = config_.task;
   if (t.max_grad_norm && (!std::isfinite(*t.max_grad_norm) || *t.max_grad_norm <= 0.0))
     throw error("task::max_grad_norm is " + std::to_string(*t.max_grad_norm) +
@@ -382,6 +393,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::observe_evaluation(std:
   const snapshot& at = recorder_.record_evaluation(step, val_loss);
   step_findings_.clear();
   detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
+  escalate_awaiting(step, harm_.validation(val_loss));
   apply_declarations(0);
   for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
   for (const auto& f : step_findings_) deliver(f);
@@ -403,6 +415,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   for (auto& f : pending_) step_findings_.push_back(std::move(f));
   pending_.clear();
   mark_consequences(now.step, from);
+  escalate_awaiting(now.step, harm_.observe(now, recorder_.names()));
   apply_declarations(from);
   drop_repeats(now.step, from);
   for (auto& s : reports_) s->on_step(now, recorder_.names());
@@ -493,7 +506,7 @@ MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
   };
   for (std::size_t i = from; i < step_findings_.size(); ++i) {
     finding& f = step_findings_[i];
-    if (f.where.empty() || f.severity == severity::info) continue;
+    if (f.where.empty() || (f.severity == severity::info && !f.awaits_consequence)) continue;
     const quieted* reason = nullptr;
     std::size_t declared = 0;
     for (const auto& [place, score] : f.where) {
@@ -508,9 +521,24 @@ MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
     // Info only when every place it names was declared: one undeclared tensor keeps it.
     if (declared == f.where.size()) {
       f.severity = severity::info;
+      f.awaits_consequence = false;  // what was declared does not escalate
       f.why = "declared: " + reason->tensor + " " + reason->reason + (f.why.empty() ? "" : "; was: " + f.why);
     }
   }
+}
+
+MLDIAG_COMPILED_INLINE void monitor::escalate_awaiting(std::int64_t step, const std::string& harm) {
+  // Too old to be the cause of what follows: no longer watched.
+  std::erase_if(awaiting_, [&](const finding& f) { return step - f.last_step > consequence_window; });
+  if (harm.empty() || awaiting_.empty()) return;
+  for (auto& f : awaiting_) {
+    f.severity = severity::warning;
+    f.why = "consequence observed at step " + std::to_string(step) + ": " + harm;
+    f.awaits_consequence = false;
+    f.last_step = step;
+    step_findings_.push_back(std::move(f));
+  }
+  awaiting_.clear();
 }
 
 MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t from) {
@@ -545,6 +573,8 @@ MLDIAG_COMPILED_INLINE void monitor::notify(const finding& f) {
 MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
   notify(f);
   open_diagnosis_for(f);
+  // Bounded: one run's early signals, not one per step (episodes are delivered once).
+  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) awaiting_.push_back(f);
 }
 
 MLDIAG_COMPILED_INLINE void monitor::open_diagnosis_for(const finding& f) {

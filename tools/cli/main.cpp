@@ -602,10 +602,10 @@ Every detector of the default set, in its order: name, question, the symptoms it
 what it finds, and its parameters with their defaults (the names make_detector and
 monitor_config::detectors take). Printed as the Markdown table docs/detectors.md holds; with
 --json, one JSON document: {"command":"detectors","detectors":[{"name","question","symptoms",
-"summary","restarts_on_change","judges_loss_progress","parameters":[{"name","kind","default"}]}]},
+"summary","restarts_on_change","judges_loss_progress","consequence","parameters":[{"name","kind","default"}]}]},
 a flag's default true or false. restarts_on_change: a declared change restarts its baselines;
 judges_loss_progress: it stands aside when the loss is declared not a progress measure
-(docs/declarations.md).
+(docs/declarations.md); consequence: what earns its findings a warning.
 )";
 
 int detectors_command(int argc, char** argv) {
@@ -630,7 +630,8 @@ int detectors_command(int argc, char** argv) {
     j.begin_object().member("name", d.name).member("question", static_cast<double>(d.question)).key("symptoms").begin_array();
     for (const std::string_view s : d.symptoms) j.value(s);
     j.end_array().member("summary", d.summary).member("restarts_on_change", d.traits.restarts_on_change);
-    j.member("judges_loss_progress", d.traits.judges_loss_progress).key("parameters").begin_array();
+    j.member("judges_loss_progress", d.traits.judges_loss_progress).member("consequence", d.traits.consequence);
+    j.key("parameters").begin_array();
     for (const det::parameter_description& p : d.parameters) {
       using kind = det::parameter_value::kind;
       const kind k = p.value.what();

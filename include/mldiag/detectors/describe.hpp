@@ -82,18 +82,19 @@ template <class... Ds>
 }
 
 /// The detectors of `list` as a Markdown table (one row each, in the list's order): name,
-/// question, the symptoms it can raise, what it finds, and its parameters with their
-/// defaults. For your own list: `describe_markdown(all_detectors::with<my_detector>{})`.
+/// question, the symptoms it can raise, what it finds, what earns its findings a warning
+/// (`about.traits.consequence`), and its parameters with their defaults. For your own list: `describe_markdown(all_detectors::with<my_detector>{})`.
 template <class... Ds>
 [[nodiscard]] std::string describe_markdown(detector_list<Ds...> list) {
   std::string out =
-      "| detector | question | symptoms it raises | what it finds | parameters (defaults) |\n"
-      "|---|---|---|---|---|\n";
+      "| detector | question | symptoms it raises | what it finds | a warning takes | parameters (defaults) |\n"
+      "|---|---|---|---|---|---|\n";
   for (const detector_description& d : describe(list)) {
     out += "| `" + std::string(d.name) + "` | " + std::string(name(d.question)) + " | ";
     for (std::size_t i = 0; i < d.symptoms.size(); ++i)
       out += (i ? " · " : "") + detail::cell(d.symptoms[i]);  // symptoms hold commas and semicolons themselves
     out += " | " + detail::cell(d.summary) + " | ";
+    out += (d.traits.consequence.empty() ? std::string("—") : detail::cell(d.traits.consequence)) + " | ";
     for (std::size_t i = 0; i < d.parameters.size(); ++i)
       out += (i ? ", `" : "`") + std::string(d.parameters[i].name) + "` " + default_text(d.parameters[i]);
     if (d.parameters.empty()) out += "—";

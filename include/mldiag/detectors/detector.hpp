@@ -95,6 +95,9 @@ struct detector_info {
     /// It reads the training loss as the run's progress: with `objective::not_progress` it
     /// stands aside (progress is then read from the user's metrics by metric_not_improving).
     bool judges_loss_progress = false;
+    /// What earns its findings a warning, in a line (docs/detectors.md's table prints it): the
+    /// harm itself, a persistence, or a consequence that must follow.
+    std::string_view consequence = {};
   };
   std::string_view name;
   mldiag::question question = mldiag::question::convergence;

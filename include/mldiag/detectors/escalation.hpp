@@ -29,6 +29,11 @@ struct grounds {
   /// The consequence the detector names for this anomaly is observed (the loss rose with the
   /// gradient norm, the loss has not improved while it held).
   bool harm = false;
+  /// A true statement about the numbers that has not hurt anything yet (Q2's early signals):
+  /// info until a consequence follows — the monitor escalates it to a warning when the run's
+  /// progress worsens, validation worsens or values turn non-finite (monitor::consequence_window)
+  /// — or until it has lasted past its horizon (the detector states it again then).
+  bool awaits_consequence = false;
   /// Observations the anomaly has held in a row, and how many make persistence count as harm
   /// on its own (0: persistence never does).
   std::size_t held = 1;
@@ -42,7 +47,8 @@ struct grounds {
 };
 
 /// The policy. Critical: unambiguous, or harmful or persistent at or above the critical line.
-/// Info: expected, or neither harmful nor persistent yet. Warning: harmful or persistent.
+/// Info: expected, awaiting a consequence, or neither harmful nor persistent yet. Warning:
+/// harmful or persistent.
 [[nodiscard]] constexpr severity decide(const grounds& g) noexcept {
   if (g.unambiguous) return severity::critical;
   if (g.expected) return severity::info;
@@ -64,6 +70,10 @@ struct grounds {
   else if (g.expected) add("expected");
   else if (g.harm) add("consequence observed");
   else if (g.horizon > 0 && g.held >= g.horizon) add("held " + std::to_string(g.held) + " of " + std::to_string(g.horizon) + " observations");
+  else if (g.awaits_consequence)
+    add(g.horizon > 0 ? "no consequence yet; a warning when one follows, or after " + std::to_string(g.horizon) + " observations"
+                      : "no consequence yet; a warning when one follows");
+  else if (g.horizon > 0 && g.held >= g.horizon) add("held " + std::to_string(g.held) + " of " + std::to_string(g.horizon) + " observations");
   else add("no consequence yet");
   if (s == severity::critical && !g.unambiguous) add("at or above its critical line");
   add(g.note);
@@ -74,6 +84,7 @@ struct grounds {
 [[nodiscard]] inline finding escalate(finding f, const grounds& g) {
   f.severity = decide(g);
   f.why = explain(g);
+  f.awaits_consequence = g.awaits_consequence && f.severity == severity::info && !g.expected;
   return f;
 }
 

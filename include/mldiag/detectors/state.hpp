@@ -51,6 +51,22 @@ class onset {
 /// An edge trigger is an onset with a sustain of 1 (`rise`).
 using edge = onset;
 
+/// How long an early signal has lasted: `reached(holds, persist)` is true once, on the
+/// observation where a run of `holds` reaches `persist` (0: never). An early signal is info at
+/// its onset and a warning once it has lasted that long without a consequence showing first
+/// (detectors/escalation.hpp).
+class persistence_line {
+ public:
+  bool reached(bool holds, std::size_t persist) noexcept {
+    held_ = holds ? held_ + 1 : 0;
+    return persist > 0 && held_ == persist;
+  }
+  [[nodiscard]] std::size_t held() const noexcept { return held_; }
+
+ private:
+  std::size_t held_ = 0;
+};
+
 /// An episode of a lasting condition, for detectors whose finding names places: `report`
 /// is true on the step the condition starts, and again while it holds whenever the severity
 /// rises above the highest reported or a place not reported before joins — a second layer

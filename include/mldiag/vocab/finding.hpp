@@ -63,6 +63,9 @@ struct finding {
   /// cause: the monitor opens no diagnosis for it. Empty and -1 otherwise.
   std::string consequence_of;
   std::int64_t consequence_of_step = -1;
+  /// Info that becomes a warning when harm follows (grounds::awaits_consequence): the monitor
+  /// watches the run for a consequence and delivers the finding again, escalated, when one is seen.
+  bool awaits_consequence = false;
   [[nodiscard]] bool is_consequence() const noexcept { return consequence_of_step >= 0; }
 };
 

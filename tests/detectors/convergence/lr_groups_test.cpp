@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // lr_sanity on parameter groups (group_learning_rate): each group judged by the same rules and
 // named, and a schedule that is logged but never given to the optimizer; each with its twin.
-#include "detectors/support.hpp"
+#include "../support.hpp"
 #include "mldiag/detectors/convergence/lr_sanity.hpp"
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // metric_not_improving: a progress metric that does not improve, or loses what it gained, each
 // with its twin that must stay silent; the evidence checked against values computed here.
-#include "detectors/support.hpp"
+#include "../support.hpp"
 #include "mldiag/detectors/convergence/metric_not_improving.hpp"
 
 #include <numeric>

@@ -28,8 +28,16 @@ TEST_CASE("embedding_growth: a steady embedding is quiet, one growing 1% a step 
     for (auto& v : emb) v = 0.01f * static_cast<float>(1.0 + 0.01 * step);  // +1% per step
     r.observe(mldiag::role::parameter, "tok_embed", emb);
   });
-  REQUIRE(f.size() == 1);
-  CHECK(f.front().first_step == 199);  // the first full window: 3x growth
+  // The onset at info (an early signal waiting for a consequence), then, still growing 100
+  // observations later with no consequence seen, a warning by persistence.
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].first_step == 199);  // the first full window: 3x growth
+  CHECK(f[0].severity == mldiag::severity::info);
+  CHECK(f[0].awaits_consequence);
+  CHECK(f[1].last_step == 298);
+  CHECK(f[1].first_step == 199);
+  CHECK(f[1].severity == mldiag::severity::warning);
+  CHECK(f[1].why.starts_with("held 100 of 100 observations"));
 }
 
 TEST_CASE("embedding_growth: a small initialization settling at its scale is not growth without bound") {
@@ -50,10 +58,11 @@ TEST_CASE("embedding_growth: a small initialization settling at its scale is not
   // Growth without bound keeps its pace: linear, 0.4% of the start per step; and an Adam random
   // walk at 100x the learning rate from step 100 (norm^2 grows linearly: 70 -> 142 in 100 steps).
   const auto linear = run({}, [](int t) { return 10.0 * (1.0 + 0.004 * t); });
-  REQUIRE(linear.size() == 1);
+  REQUIRE(linear.size() == 2);  // its onset, and its persistence 100 observations on
   CHECK(linear[0].last_step == 199);
+  CHECK(linear[1].last_step == 298);
   const auto walk = run({}, [](int t) { return std::sqrt(4900.0 + 152.0 * std::max(0, t - 100)); });
-  REQUIRE(walk.size() == 1);
+  REQUIRE(!walk.empty());
   CHECK(walk[0].last_step == 199);
   // The twin: without the pace line the settling tensor is reported when the window fills.
   mldiag::detectors::embedding_growth::config no_pace;

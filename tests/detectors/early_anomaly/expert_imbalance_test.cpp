@@ -41,7 +41,8 @@ TEST_CASE("expert_imbalance: a skewed router held ten steps, a dead expert held 
   CHECK(k.front().first_step == 50);
   CHECK(k.front().last_step == 59);
   // An expert empty for 30 steps after the warm-up that revives is not yet an anomaly; one
-  // empty for 50 steps is (a warning, rule 2). A busiest expert at 2.5x the mean, with the
+  // empty for 50 steps is (rule 2): an early signal, info until a consequence follows (the
+  // monitor escalates it then; tests/detectors/consequence_test.cpp). A busiest expert at 2.5x the mean, with the
   // entropy at 0.78, is info: the monitor does not know whether the layer drops tokens.
   // Hand-derived: {60, 50, 50, 0} has normalized entropy 0.79 and max/mean 1.5;
   // {100, 20, 20, 20} has 0.78 and 2.5.
@@ -55,7 +56,8 @@ TEST_CASE("expert_imbalance: a skewed router held ten steps, a dead expert held 
     r.observe(mldiag::router_load{"moe.0", step >= 60 ? std::span<const double>(one_dead) : std::span<const double>(balanced)});
   });
   REQUIRE(sd.size() == 1);
-  CHECK(sd.front().severity == mldiag::severity::warning);
+  CHECK(sd.front().severity == mldiag::severity::info);
+  CHECK(sd.front().awaits_consequence);
   CHECK(sd.front().first_step == 60);
   CHECK(sd.front().last_step == 109);
   mldiag::detectors::expert_imbalance busy;

@@ -51,7 +51,7 @@ class chance_level {
   chance_level() : chance_level(config{}) {}
   explicit chance_level(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"chance_level", question::convergence, {symptoms::loss_at_chance_level}, "a cross-entropy loss still at chance level after training", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"chance_level", question::convergence, {symptoms::loss_at_chance_level}, "a cross-entropy loss still at chance level after training", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "nothing learned after the warm-up: the harm itself"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return on() ? std::max(c_.warmup, c_.window) : 0; }
   void observe(const observation& o, std::vector<finding>& out) {

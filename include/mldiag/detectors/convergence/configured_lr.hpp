@@ -39,7 +39,7 @@ class configured_lr {
   configured_lr() : configured_lr(config{}) {}
   explicit configured_lr(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"configured_lr", question::convergence, {symptoms::lr_above_configured_peak}, "a learning rate above the peak the configuration states"};
+  static constexpr detector_info about{"configured_lr", question::convergence, {symptoms::lr_above_configured_peak}, "a learning rate above the peak the configuration states", {.consequence = "a configuration error: at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!(c_.peak > 0.0) || !o.now.lr || !std::isfinite(*o.now.lr)) return;

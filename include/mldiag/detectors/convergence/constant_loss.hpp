@@ -61,7 +61,7 @@ class constant_loss {
     if (c.steps < 2 || c.zero_sustain == 0) throw error("constant_loss: steps must be at least 2 and zero_sustain at least 1");
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"constant_loss", question::convergence, {symptoms::loss_constant_from_start, symptoms::loss_exactly_zero}, "a loss that cannot measure learning: constant from the start, or exactly zero", {.restarts_on_change = true}};
+  static constexpr detector_info about{"constant_loss", question::convergence, {symptoms::loss_constant_from_start, symptoms::loss_exactly_zero}, "a loss that cannot measure learning: constant from the start, or exactly zero", {.restarts_on_change = true, .consequence = "nothing trained for steps steps; a loss of 0 that comes back is expected (info)"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (seen_ < c_.steps) moved_ = std::max(moved_, largest_update_ratio(o.now));

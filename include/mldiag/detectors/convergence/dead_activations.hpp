@@ -51,7 +51,7 @@ class dead_activations {
     if (c.patience == 0) throw error("dead_activations: patience must be at least 1 observation");
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"dead_activations", question::convergence, {symptoms::dead_activations}, "activations that are (almost) all exact zeros"};
+  static constexpr detector_info about{"dead_activations", question::convergence, {symptoms::dead_activations}, "activations that are (almost) all exact zeros", {.consequence = "units that pass nothing on, held patience steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (streaks_.size() < o.names.size()) streaks_.resize(o.names.size());  // new names only

@@ -80,7 +80,7 @@ class divergence {
       : c_(c), scales_(c.window + 1), losses_(c.rise_steps + 1), baseline_(c.baseline_window),
         recent_(std::max<std::size_t>(c.best_window, 1)) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving, symptoms::loss_far_above_best}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true}};
+  static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving, symptoms::loss_far_above_best}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true, .consequence = "the climb itself, or the loss far above its best (the progress measure worsened); a lost loss value at once; the scale halving halvings times"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

@@ -141,7 +141,7 @@ class exploding_gradients {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::first_steps_overshot, symptoms::exploding_gradients}, "a gradient norm that jumps or grows far above its baseline, judged with the loss", {.restarts_on_change = true}};
+  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::first_steps_overshot, symptoms::exploding_gradients}, "a gradient norm that jumps or grows far above its baseline, judged with the loss", {.restarts_on_change = true, .consequence = "the loss rising with the norm, or the norm staying up sustain steps without progress; a jump while the loss falls is info"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

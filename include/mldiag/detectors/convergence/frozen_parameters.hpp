@@ -38,7 +38,7 @@ class frozen_parameters {
   frozen_parameters() : frozen_parameters(config{}) {}
   explicit frozen_parameters(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"frozen_parameters", question::convergence, {symptoms::frozen_parameters}, "parameters that do not change while their gradients ask them to", {.restarts_on_change = true}};
+  static constexpr detector_info about{"frozen_parameters", question::convergence, {symptoms::frozen_parameters}, "parameters that do not change while their gradients ask them to", {.restarts_on_change = true, .consequence = "held steps steps while the gradients ask for change"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (state_.size() < o.names.size()) {  // new names only

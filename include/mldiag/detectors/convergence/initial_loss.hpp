@@ -49,7 +49,7 @@ class initial_loss {
   initial_loss() : initial_loss(config{}) {}
   explicit initial_loss(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"initial_loss", question::convergence, {symptoms::initial_loss_far_from_chance}, "a first cross-entropy loss far from ln(classes)", {.judges_loss_progress = true}};
+  static constexpr detector_info about{"initial_loss", question::convergence, {symptoms::initial_loss_far_from_chance}, "a first cross-entropy loss far from ln(classes)", {.judges_loss_progress = true, .consequence = "a wrong loss, labels or initialization: at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   /// Whether a first loss is what a uniform guess over `classes` gives, by this detector's
   /// line (the one policy the phase-1 checks use too).

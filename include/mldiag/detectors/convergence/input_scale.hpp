@@ -44,7 +44,7 @@ class input_scale {
     if (!(c.max_rms > 0.0)) throw error("input_scale: max_rms must be > 0 (the RMS above which inputs count as unnormalized)");
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"input_scale", question::convergence, {symptoms::inputs_not_normalized}, "inputs that are not normalized"};
+  static constexpr detector_info about{"input_scale", question::convergence, {symptoms::inputs_not_normalized}, "inputs that are not normalized", {.consequence = "a configuration error: at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     // A step that recorded no input says nothing (inputs recorded every k steps stay one onset).

@@ -53,7 +53,7 @@ class loss_not_decreasing {
   loss_not_decreasing() : loss_not_decreasing(config{}) {}
   explicit loss_not_decreasing(config c) : c_(c), first_(c.start_window), recent_(c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"loss_not_decreasing", question::convergence, {symptoms::loss_not_decreasing}, "a loss that has not come down since the start", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"loss_not_decreasing", question::convergence, {symptoms::loss_not_decreasing}, "a loss that has not come down since the start", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "no progress since the start: the harm itself"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return std::max(c_.warmup, c_.window); }
   void observe(const observation& o, std::vector<finding>& out) {

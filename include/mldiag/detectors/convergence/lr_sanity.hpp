@@ -52,7 +52,7 @@ class lr_sanity {
   lr_sanity() : lr_sanity(config{}) {}
   explicit lr_sanity(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"lr_sanity", question::convergence, {symptoms::lr_not_finite_or_negative, symptoms::lr_reached_zero, symptoms::lr_is_zero, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_dropped, symptoms::lr_not_applied}, "a learning rate that cannot work: not finite, zero, absurdly large, jumping, or never given to the optimizer", {.restarts_on_change = true}};
+  static constexpr detector_info about{"lr_sanity", question::convergence, {symptoms::lr_not_finite_or_negative, symptoms::lr_reached_zero, symptoms::lr_is_zero, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_dropped, symptoms::lr_not_applied}, "a learning rate that cannot work: not finite, zero, absurdly large, jumping, or never given to the optimizer", {.restarts_on_change = true, .consequence = "a rate that cannot train: at once; a schedule never applied: after its fifth change; a decay to 0 or a step drop is expected (info)"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (o.now.lr) judge(scalar_, *o.now.lr, {}, o, out);

@@ -65,7 +65,7 @@ class metric_not_improving {
   static constexpr detector_info about{"metric_not_improving", question::convergence,
                                        {symptoms::progress_not_improving, symptoms::progress_worsening},
                                        "a progress metric the run records that does not improve, or loses what it gained",
-                                       {.restarts_on_change = true}};
+                                       {.restarts_on_change = true, .consequence = "the progress metric not improving, or losing its gain: the harm itself"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
 
   void observe(const observation& o, std::vector<finding>& out) {

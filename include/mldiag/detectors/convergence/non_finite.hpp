@@ -46,7 +46,7 @@ class non_finite {
   non_finite() : non_finite(config{}) {}
   explicit non_finite(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"non_finite", question::convergence, {symptoms::non_finite_loss, symptoms::non_finite_tensors, symptoms::skipped_step_overflow, symptoms::non_finite_grad_norm}, "NaN or Inf in the loss, a logged gradient norm or a tensor, located at its origin"};
+  static constexpr detector_info about{"non_finite", question::convergence, {symptoms::non_finite_loss, symptoms::non_finite_tensors, symptoms::skipped_step_overflow, symptoms::non_finite_grad_norm}, "NaN or Inf in the loss, a logged gradient norm or a tensor, located at its origin", {.consequence = "none needed: a NaN or Inf loss or tensor is critical at once; a loss scaler's skipped step is info"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

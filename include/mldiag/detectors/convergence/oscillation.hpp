@@ -43,7 +43,7 @@ class oscillation {
   oscillation() : oscillation(config{}) {}
   explicit oscillation(config c) : c_(c), losses_(c.window), residuals_(c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"oscillation", question::convergence, {symptoms::loss_oscillation}, "a loss that swings around its trend with a large amplitude", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"oscillation", question::convergence, {symptoms::loss_oscillation}, "a loss that swings around its trend with a large amplitude", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "the loss swinging around its trend: the harm itself"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return c_.window; }
   void observe(const observation& o, std::vector<finding>& out) {

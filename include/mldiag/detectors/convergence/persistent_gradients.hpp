@@ -68,7 +68,7 @@ class persistent_gradients {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"persistent_gradients", question::convergence, {symptoms::gradients_persist, symptoms::gradients_nearly_identical}, "gradients that agree step after step: gradients never zeroed", {.restarts_on_change = true}};
+  static constexpr detector_info about{"persistent_gradients", question::convergence, {symptoms::gradients_persist, symptoms::gradients_nearly_identical}, "gradients that agree step after step: gradients never zeroed", {.restarts_on_change = true, .consequence = "persistence over its window: gradients that agree step after step accumulate"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

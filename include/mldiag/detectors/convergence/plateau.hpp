@@ -44,7 +44,7 @@ class plateau {
   plateau() : plateau(config{}) {}
   explicit plateau(config c) : c_(c), first_(c.window < 100 ? c.window : 100), recent_(c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"plateau", question::convergence, {symptoms::plateau}, "a loss that fell and then stalled", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"plateau", question::convergence, {symptoms::plateau}, "a loss that fell and then stalled", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "progress that stopped: the harm itself"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   [[nodiscard]] std::size_t needs_losses() const { return c_.window; }
   void observe(const observation& o, std::vector<finding>& out) {

@@ -40,7 +40,7 @@ class probabilities_as_logits {
   probabilities_as_logits() : probabilities_as_logits(config{}) {}
   explicit probabilities_as_logits(config c) : c_(std::move(c)), logits_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"probabilities_as_logits", question::convergence, {symptoms::probabilities_as_logits}, "probabilities fed to a loss that expects logits"};
+  static constexpr detector_info about{"probabilities_as_logits", question::convergence, {symptoms::probabilities_as_logits}, "probabilities fed to a loss that expects logits", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const tensor_evidence* hit = nullptr;

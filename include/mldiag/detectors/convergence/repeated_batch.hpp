@@ -59,7 +59,7 @@ class repeated_batch {
       throw error("repeated_batch: need tolerance >= 0 (relative) and sustain >= 1 (steps in a row)");
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"repeated_batch", question::convergence, {symptoms::same_input_batch}, "the same input batch every step", {.restarts_on_change = true}};
+  static constexpr detector_info about{"repeated_batch", question::convergence, {symptoms::same_input_batch}, "the same input batch every step", {.restarts_on_change = true, .consequence = "the same batch for sustain steps; declared full-batch: expected (info)"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     // A step that recorded no input says nothing (inputs recorded every k steps compare with

@@ -40,7 +40,7 @@ class saturation {
   saturation() : saturation(config{}) {}
   explicit saturation(config c) : c_(std::move(c)), tanh_(c_.tanh_tag), sigmoid_(c_.sigmoid_tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"saturation", question::convergence, {symptoms::saturated_activations}, "saturated tanh or sigmoid outputs"};
+  static constexpr detector_info about{"saturation", question::convergence, {symptoms::saturated_activations}, "saturated tanh or sigmoid outputs", {.consequence = "at once: saturated units pass almost no gradient"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double worst = 0.0;

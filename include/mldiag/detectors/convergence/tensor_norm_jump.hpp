@@ -32,7 +32,7 @@ class tensor_norm_jump {
   tensor_norm_jump() : tensor_norm_jump(config{}) {}
   explicit tensor_norm_jump(config c) : c_(c), norms_(c.window) {}
   /// A tensor detector (for `per_tensor`), not in the default set.
-  static constexpr detector_info about{"tensor_norm_jump", question::convergence, {symptoms::tensor_norm_jump}, "one tensor's norm jumping far above its own baseline (a tensor detector)", {.restarts_on_change = true}};
+  static constexpr detector_info about{"tensor_norm_jump", question::convergence, {symptoms::tensor_norm_jump}, "one tensor's norm jumping far above its own baseline (a tensor detector)", {.restarts_on_change = true, .consequence = "at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::string_view tensor, const tensor_stats& s, std::vector<finding>& out) {
     const double norm = s.l2_norm();

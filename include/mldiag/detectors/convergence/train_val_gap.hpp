@@ -54,7 +54,7 @@ class train_val_gap {
   train_val_gap() : train_val_gap(config{}) {}
   explicit train_val_gap(config c) : c_(c), recent_(c.window == 0 ? 1 : c.window), first_(10) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}, "a training loss far below the validation loss", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}, "a training loss far below the validation loss", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "learning that does not carry to validation; declared unlike training: the gap widening while validation worsens"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

@@ -61,7 +61,7 @@ class update_ratio {
   update_ratio() : update_ratio(config{}) {}
   explicit update_ratio(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"update_ratio", question::convergence, {symptoms::update_ratio_too_large, symptoms::update_ratio_too_small}, "an update too large or too small for its parameter", {.restarts_on_change = true}};
+  static constexpr detector_info about{"update_ratio", question::convergence, {symptoms::update_ratio_too_large, symptoms::update_ratio_too_small}, "an update too large or too small for its parameter", {.restarts_on_change = true, .consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double worst = 0.0, worst_ratio = 0.0;

@@ -48,7 +48,7 @@ class vanishing_gradients {
   vanishing_gradients() : vanishing_gradients(config{}) {}
   explicit vanishing_gradients(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"vanishing_gradients", question::convergence, {symptoms::vanishing_gradients}, "gradients too small to train, or dying from the output back to the input", {.restarts_on_change = true}};
+  static constexpr detector_info about{"vanishing_gradients", question::convergence, {symptoms::vanishing_gradients}, "gradients too small to train, or dying from the output back to the input", {.restarts_on_change = true, .consequence = "held sustain steps: gradients too small to move what they reach"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& g = o.now.gradients;

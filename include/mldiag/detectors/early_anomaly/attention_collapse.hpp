@@ -32,16 +32,18 @@ class attention_collapse {
  public:
   struct config {
     double min_normalized_entropy = 0.1;
+    std::size_t persist = 100;  ///< observations a collapse lasts before it is a warning without a consequence
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
-          field<config>{"min_normalized_entropy", &config::min_normalized_entropy}};
+          field<config>{"min_normalized_entropy", &config::min_normalized_entropy},
+          field<config>{"persist", &config::persist}};
     }
   };
   attention_collapse() : attention_collapse(config{}) {}
   explicit attention_collapse(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"attention_collapse", question::early_anomaly, {symptoms::attention_entropy_collapse}, "attention rows that are nearly one-hot"};
+  static constexpr detector_info about{"attention_collapse", question::early_anomaly, {symptoms::attention_entropy_collapse}, "attention rows that are nearly one-hot", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double lowest = 1.0;
@@ -51,19 +53,24 @@ class attention_collapse {
     // normalized entropy never exceeds 1).
     // fired_ is active while a reported collapse lasts.
     const double line = c_.min_normalized_entropy;
-    if (!fired_.rise(fired_.active() ? lowest < line + std::min(line, 0.5 * (1.0 - line)) : lowest < line)) return;
+    const bool collapsed = fired_.active() ? lowest < line + std::min(line, 0.5 * (1.0 - line)) : lowest < line;
+    const bool starts = fired_.rise(collapsed), lasted = lasting_.reached(collapsed, c_.persist);
+    if (!starts && !lasted) return;
     finding f = make_finding(question::early_anomaly, symptoms::attention_entropy_collapse, severity::info, o.now.step,
                              name(), {{"lowest_normalized_entropy", lowest}, {"threshold", c_.min_normalized_entropy}});
     for (const auto& a : o.now.attention)
       if (a.stats.rows > 0 && a.stats.normalized_mean() < c_.min_normalized_entropy)
         f.where.emplace_back(std::string(o.names[a.id]), a.stats.normalized_mean());
     std::sort(f.where.begin(), f.where.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
-    out.push_back(escalate(std::move(f), {.horizon = 1, .note = "rows nearly one-hot"}));
+    f.first_step = o.now.step - static_cast<std::int64_t>(lasting_.held()) + 1;
+    out.push_back(escalate(std::move(f), {.awaits_consequence = true, .held = lasting_.held(), .horizon = c_.persist,
+                                          .note = "rows nearly one-hot"}));
   }
 
  private:
   config c_;
   edge fired_;
+  persistence_line lasting_;
 };
 
 }  // namespace mldiag::detectors

@@ -42,36 +42,42 @@ class embedding_growth {
     double min_growth = 0.5;
     double min_t = 5.0;
     double min_pace_kept = 0.5;
+    std::size_t persist = 100;  ///< observations the growth holds before it is a warning without a consequence
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"window", &config::window},
           field<config>{"min_growth", &config::min_growth},
           field<config>{"min_t", &config::min_t},
-          field<config>{"min_pace_kept", &config::min_pace_kept}};
+          field<config>{"min_pace_kept", &config::min_pace_kept},
+          field<config>{"persist", &config::persist}};
     }
   };
   embedding_growth() : embedding_growth(config{}) {}
   explicit embedding_growth(config c) : c_(std::move(c)), embedding_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}, "embedding norms growing without bound", {.restarts_on_change = true}};
+  static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}, "embedding norms growing without bound", {.restarts_on_change = true, .consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     for (const auto& p : o.now.parameters) {
       if (!embedding_(o.names, p.id)) continue;
       auto it = std::find_if(series_.begin(), series_.end(), [&](const auto& s) { return s.id == p.id; });
-      if (it == series_.end()) it = series_.insert(series_.end(), {p.id, signals::window(c_.window), edge{}});  // once per tensor
+      if (it == series_.end()) it = series_.insert(series_.end(), {p.id, signals::window(c_.window), edge{}, persistence_line{}});  // once per tensor
       it->norms.push(p.stats.l2_norm());
       if (!it->norms.full()) continue;
       const auto t = signals::slope(it->norms);
       const double growth = it->norms.back() / it->norms[0] - 1.0;
       const double pace = pace_kept(it->norms);
-      if (it->fired.rise(t.t_stat > c_.min_t && growth > c_.min_growth && pace >= c_.min_pace_kept)) {
+      const bool grows = t.t_stat > c_.min_t && growth > c_.min_growth && pace >= c_.min_pace_kept;
+      const bool starts = it->fired.rise(grows), lasted = it->lasting.reached(grows, c_.persist);
+      if (starts || lasted) {
         finding f = make_finding(question::early_anomaly, symptoms::embedding_norm_growing, severity::info, o.now.step,
                                  name(), {{"growth_over_window", growth}, {"trend_t_stat", t.t_stat}, {"norm", it->norms.back()},
                                           {"pace_kept", pace}});
         f.where.emplace_back(location(role::parameter, o.names[p.id]), growth);
-        out.push_back(escalate(std::move(f), {.horizon = 1, .note = "it keeps its pace over the window"}));
+        f.first_step = o.now.step - static_cast<std::int64_t>(it->lasting.held()) + 1;
+        out.push_back(escalate(std::move(f), {.awaits_consequence = true, .held = it->lasting.held(), .horizon = c_.persist,
+                                              .note = "it keeps its pace over the window"}));
       }
     }
   }
@@ -95,6 +101,7 @@ class embedding_growth {
     std::uint32_t id;
     signals::window norms;
     edge fired;
+    persistence_line lasting;
   };
   config c_;
   name_tag embedding_;

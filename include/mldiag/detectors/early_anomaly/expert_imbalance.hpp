@@ -46,6 +46,7 @@ class expert_imbalance {
     double min_load_per_expert = 16.0;
     std::size_t warmup = 50;
     std::size_t dead_sustain = 50;
+    std::size_t persist = 100;  ///< observations rule 1 or 2 holds before it is a warning without a consequence
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -54,13 +55,14 @@ class expert_imbalance {
           field<config>{"sustain", &config::sustain},
           field<config>{"min_load_per_expert", &config::min_load_per_expert},
           field<config>{"warmup", &config::warmup},
-          field<config>{"dead_sustain", &config::dead_sustain}};
+          field<config>{"dead_sustain", &config::dead_sustain},
+          field<config>{"persist", &config::persist}};
     }
   };
   expert_imbalance() : expert_imbalance(config{}) {}
   explicit expert_imbalance(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"expert_imbalance", question::early_anomaly, {symptoms::expert_load_imbalance}, "a mixture-of-experts router that collapses, starves or overloads its experts"};
+  static constexpr detector_info about{"expert_imbalance", question::early_anomaly, {symptoms::expert_load_imbalance}, "a mixture-of-experts router that collapses, starves or overloads its experts", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.routers.empty() && seen_ < c_.warmup) {
@@ -85,7 +87,8 @@ class expert_imbalance {
     const bool warn = warn_collapse || warn_dead;
     const bool note = !warn && busy_.run() >= c_.sustain;
     const bool new_warning = warned_.rise(warn), new_note = noted_.rise(note);
-    if (!new_warning && !new_note) return;
+    const bool lasted = lasting_.reached(warn, std::max({c_.persist, c_.sustain, c_.dead_sustain}));
+    if (!new_warning && !new_note && !lasted) return;
     const router_evidence* worst = warn_collapse ? collapsed : warn_dead ? dead : busy;
     const std::size_t held = warn_collapse ? collapsed_.run() : warn_dead ? dead_.run() : busy_.run();
     finding f = make_finding(question::early_anomaly, symptoms::expert_load_imbalance, severity::info,
@@ -100,8 +103,10 @@ class expert_imbalance {
     for (const auto& r : o.now.routers)
       if (&r != worst && r.experts >= 2 && r.normalized_entropy < c_.min_normalized_entropy)
         f.where.emplace_back(std::string(o.names[r.id]), r.normalized_entropy);
-    out.push_back(escalate(std::move(f), new_warning ? grounds{.held = held, .horizon = std::max<std::size_t>(warn_collapse ? c_.sustain : c_.dead_sustain, 1)}
-                                                 : grounds{.note = "the monitor is not told whether the layer drops tokens"}));
+    out.push_back(escalate(std::move(f), new_warning || lasted
+                                             ? grounds{.awaits_consequence = true, .held = held,
+                                                       .horizon = std::max({c_.persist, c_.sustain, c_.dead_sustain})}
+                                             : grounds{.note = "the monitor is not told whether the layer drops tokens"}));
   }
 
  private:
@@ -109,6 +114,7 @@ class expert_imbalance {
   std::size_t seen_ = 0;
   onset collapsed_, dead_, busy_;  // the runs of each rule (their lengths set the severity)
   edge warned_, noted_;
+  persistence_line lasting_;  // how long rule 1 or 2 has held: a warning at `persist` without a consequence
 };
 
 }  // namespace mldiag::detectors

@@ -90,7 +90,7 @@ class loss_spike {
                              .noisy_sustain = 1, .settle = 0});
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"loss_spike", question::early_anomaly, {symptoms::loss_spike}, "a loss that rises far above its robust running baseline", {.restarts_on_change = true, .judges_loss_progress = true}};
+  static constexpr detector_info about{"loss_spike", question::early_anomaly, {symptoms::loss_spike}, "a loss that rises far above its robust running baseline", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "the spike held sustain observations (the progress measure worsened); one observation 10x above everything is critical at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;

@@ -27,25 +27,30 @@ class parameter_drift {
  public:
   struct config {
     double max_relative_drift = 1.0;
+    std::size_t persist = 100;  ///< observations above the line before it is a warning without a consequence
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
-          field<config>{"max_relative_drift", &config::max_relative_drift}};
+          field<config>{"max_relative_drift", &config::max_relative_drift},
+          field<config>{"persist", &config::persist}};
     }
   };
   parameter_drift() : parameter_drift(config{}) {}
   explicit parameter_drift(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}, "parameters that have drifted as far from their initialization as their own norm"};
+  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}, "parameters that have drifted as far from their initialization as their own norm", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
-    if (fired_.size() < o.names.size()) fired_.resize(o.names.size());  // new names only
+    if (fired_.size() < o.names.size()) fired_.resize(o.names.size()), lasting_.resize(o.names.size());  // new names only
     for (const auto& [id, drift] : o.now.drift) {
-      if (fired_[id].rise(drift > c_.max_relative_drift)) {
+      const bool above = drift > c_.max_relative_drift;
+      const bool starts = fired_[id].rise(above), lasted = lasting_[id].reached(above, c_.persist);
+      if (starts || lasted) {
         finding f = make_finding(question::early_anomaly, symptoms::parameter_drift, severity::info,
                                  o.now.step, name(), {{"relative_drift", drift}, {"threshold", c_.max_relative_drift}});
         f.where.emplace_back(location(role::parameter, o.names[id]), drift);
-        out.push_back(escalate(std::move(f), {.horizon = 1}));
+        f.first_step = o.now.step - static_cast<std::int64_t>(lasting_[id].held()) + 1;
+        out.push_back(escalate(std::move(f), {.awaits_consequence = true, .held = lasting_[id].held(), .horizon = c_.persist}));
       }
     }
   }
@@ -53,6 +58,7 @@ class parameter_drift {
  private:
   config c_;
   std::vector<edge> fired_;
+  std::vector<persistence_line> lasting_;
 };
 
 }  // namespace mldiag::detectors

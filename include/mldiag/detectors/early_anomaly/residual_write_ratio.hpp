@@ -36,18 +36,20 @@ class residual_write_ratio {
     double max_ratio = 2.0;
     std::size_t sustain = 5;
     std::size_t skip_first = 1;
+    std::size_t persist = 100;  ///< observations above the line before it is a warning without a consequence
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"max_ratio", &config::max_ratio},
           field<config>{"sustain", &config::sustain},
-          field<config>{"skip_first", &config::skip_first}};
+          field<config>{"skip_first", &config::skip_first},
+          field<config>{"persist", &config::persist}};
     }
   };
   residual_write_ratio() : residual_write_ratio(config{}) {}
   explicit residual_write_ratio(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"residual_write_ratio", question::early_anomaly, {symptoms::residual_write_ratio_too_large}, "blocks that write more into the residual stream than it carries"};
+  static constexpr detector_info about{"residual_write_ratio", question::early_anomaly, {symptoms::residual_write_ratio_too_large}, "blocks that write more into the residual stream than it carries", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (inputs_.size() < o.names.size()) inputs_.resize(o.names.size());  // new names only
@@ -64,12 +66,15 @@ class residual_write_ratio {
         worst_id = b.id;
       }
     }
-    if (fired_.observe(worst > c_.max_ratio, c_.sustain)) {
+    const bool starts = fired_.observe(worst > c_.max_ratio, c_.sustain);
+    const bool lasted = lasting_.reached(worst > c_.max_ratio, std::max(c_.persist, c_.sustain));
+    if (starts || lasted) {
       finding f = make_finding(question::early_anomaly, symptoms::residual_write_ratio_too_large, severity::info, o.now.step,
                                name(), {{"write_ratio", worst}, {"max_ratio", c_.max_ratio}});
-      f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
+      f.first_step = o.now.step - static_cast<std::int64_t>(lasting_.held()) + 1;
       f.where.emplace_back(std::string(o.names[worst_id]), worst);
-      out.push_back(escalate(std::move(f), {.held = fired_.run(), .horizon = std::max<std::size_t>(c_.sustain, 1)}));
+      out.push_back(escalate(std::move(f), {.awaits_consequence = true, .held = lasting_.held(),
+                                            .horizon = std::max(c_.persist, c_.sustain)}));
     }
   }
 
@@ -77,6 +82,7 @@ class residual_write_ratio {
   config c_;
   std::vector<double> inputs_;
   edge fired_;
+  persistence_line lasting_;
 };
 
 }  // namespace mldiag::detectors

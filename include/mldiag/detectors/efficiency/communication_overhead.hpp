@@ -56,7 +56,7 @@ class communication_overhead {
   communication_overhead() : communication_overhead(config{}) {}
   explicit communication_overhead(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"communication_overhead", question::efficiency, {symptoms::communication_overhead}, "collectives that take a large share of the step"};
+  static constexpr detector_info about{"communication_overhead", question::efficiency, {symptoms::communication_overhead}, "collectives that take a large share of the step", {.consequence = "held sustain steps after the warm-up"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.timings;

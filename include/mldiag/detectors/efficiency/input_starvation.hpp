@@ -40,7 +40,7 @@ class input_starvation {
   input_starvation() : input_starvation(config{}) {}
   explicit input_starvation(config c) : c_(c), shares_(c.window == 0 ? 1 : c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"input_starvation", question::efficiency, {symptoms::input_starvation}, "a step that waits for its data"};
+  static constexpr detector_info about{"input_starvation", question::efficiency, {symptoms::input_starvation}, "a step that waits for its data", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.timings;

@@ -40,7 +40,7 @@ class layer_dominates {
   layer_dominates() : layer_dominates(config{}) {}
   explicit layer_dominates(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"layer_dominates", question::efficiency, {symptoms::layer_dominates}, "one layer that takes most of the step"};
+  static constexpr detector_info about{"layer_dominates", question::efficiency, {symptoms::layer_dominates}, "one layer that takes most of the step", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& lt = o.now.layer_times;

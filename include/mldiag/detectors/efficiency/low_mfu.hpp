@@ -53,7 +53,7 @@ class low_mfu {
   low_mfu() : low_mfu(config{}) {}
   explicit low_mfu(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"low_mfu", question::efficiency, {symptoms::low_mfu}, "model FLOPs utilization in the method's low bands"};
+  static constexpr detector_info about{"low_mfu", question::efficiency, {symptoms::low_mfu}, "model FLOPs utilization in the method's low bands", {.consequence = "held sustain steps after the warm-up"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& e = o.now.efficiency;

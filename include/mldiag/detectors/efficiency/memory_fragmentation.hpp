@@ -53,7 +53,7 @@ class memory_fragmentation {
   memory_fragmentation() : memory_fragmentation(config{}) {}
   explicit memory_fragmentation(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"memory_fragmentation", question::efficiency, {symptoms::memory_fragmentation}, "a caching allocator whose free memory is fragmented"};
+  static constexpr detector_info about{"memory_fragmentation", question::efficiency, {symptoms::memory_fragmentation}, "a caching allocator whose free memory is fragmented", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;

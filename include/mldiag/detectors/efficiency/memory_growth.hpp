@@ -62,7 +62,7 @@ class memory_growth {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"memory_growth", question::efficiency, {symptoms::memory_growth}, "memory that grows step after step: a leak"};
+  static constexpr detector_info about{"memory_growth", question::efficiency, {symptoms::memory_growth}, "memory that grows step after step: a leak", {.consequence = "memory rising through its whole window"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;

@@ -44,7 +44,7 @@ class memory_pressure {
   memory_pressure() : memory_pressure(config{}) {}
   explicit memory_pressure(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"memory_pressure", question::efficiency, {symptoms::memory_pressure}, "memory near the device's capacity"};
+  static constexpr detector_info about{"memory_pressure", question::efficiency, {symptoms::memory_pressure}, "memory near the device's capacity", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& m = o.now.memory;

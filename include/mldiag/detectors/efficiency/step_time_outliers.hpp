@@ -52,7 +52,7 @@ class step_time_outliers {
   step_time_outliers() : step_time_outliers(config{}) {}
   explicit step_time_outliers(config c) : c_(c), times_(c.window), flags_(c.window) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"step_time_outliers", question::efficiency, {symptoms::step_time_outliers}, "steps far slower than the typical one"};
+  static constexpr detector_info about{"step_time_outliers", question::efficiency, {symptoms::step_time_outliers}, "steps far slower than the typical one", {.consequence = "min_outliers slow steps within the window"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.timings.total) return;

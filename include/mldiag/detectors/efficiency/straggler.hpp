@@ -43,7 +43,7 @@ class straggler {
   straggler() : straggler(config{}) {}
   explicit straggler(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"straggler", question::efficiency, {symptoms::straggler}, "one rank slower than the others"};
+  static constexpr detector_info about{"straggler", question::efficiency, {symptoms::straggler}, "one rank slower than the others", {.consequence = "held sustain steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& t = o.now.rank_step_times;

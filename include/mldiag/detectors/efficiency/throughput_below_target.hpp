@@ -47,7 +47,7 @@ class throughput_below_target {
   throughput_below_target() : throughput_below_target(config{}) {}
   explicit throughput_below_target(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"throughput_below_target", question::efficiency, {symptoms::throughput_below_target}, "throughput below the user's target while the hardware is busy"};
+  static constexpr detector_info about{"throughput_below_target", question::efficiency, {symptoms::throughput_below_target}, "throughput below the user's target while the hardware is busy", {.consequence = "held sustain steps after the warm-up"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const auto& e = o.now.efficiency;
