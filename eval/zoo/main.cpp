@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// mldiag-zoo: a zoo of healthy training programs (twenty-seven families, varied optimizers, schedules,
+// mldiag-zoo: a zoo of healthy training programs (thirty-one families, varied optimizers, schedules,
 // learning rates, batch sizes, accumulation, seeds, short and long runs) and a zoo of planted
 // faults, every run under a default mldiag monitor wired the README's way. It reports the
 // detectors' false alarms on the healthy runs (split calibration / held-out / held-out round 2
 // / held-out round 3 / held-out round 4 / held-out round 5 / held-out round 6 / held-out round 7 / held-out
-// round 8 families), and recall, question, localization and delay on the faults (issue 15). `--losses-only` reports how the runs trained and nothing of what was found.
+// round 8 / held-out round 9 families), and recall, question, localization and delay on the faults (issue 15).
+// `--losses-only` reports how the runs trained and nothing of what was found; `--curves` trains them with no
+// monitor at all and prints their loss, progress metric and validation loss along the way.
 #include "../../examples/common/faults.hpp"
 #include "../../examples/common/verdict.hpp"
 #include "data.hpp"
@@ -26,6 +28,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,6 +47,8 @@ namespace {
 struct settings {
   bool quick = false, check = false, list = false, healthy_only = false, faults_only = false, verbose = false;
   bool losses_only = false;
+  bool curves = false;
+  std::int64_t curve_every = 50;
   int jobs = 1;
   std::string family, only;
 };
@@ -55,9 +60,10 @@ std::string family_names(std::optional<zoo::split> only = std::nullopt) {
   return out;
 }
 
-constexpr std::array<zoo::split, 9> splits = {zoo::split::calibration, zoo::split::heldout, zoo::split::heldout2,
-                                              zoo::split::heldout3, zoo::split::heldout4, zoo::split::heldout5,
-                                              zoo::split::heldout6, zoo::split::heldout7, zoo::split::heldout8};
+constexpr std::array<zoo::split, 10> splits = {zoo::split::calibration, zoo::split::heldout, zoo::split::heldout2,
+                                               zoo::split::heldout3,    zoo::split::heldout4, zoo::split::heldout5,
+                                               zoo::split::heldout6,    zoo::split::heldout7, zoo::split::heldout8,
+                                               zoo::split::heldout9};
 constexpr std::size_t index(zoo::split s) {
   return static_cast<std::size_t>(s);
 }
@@ -83,6 +89,8 @@ constexpr const char* short_name(zoo::split s) {
       return "held7";
     case zoo::split::heldout8:
       return "held8";
+    case zoo::split::heldout9:
+      return "held9";
   }
   return "?";
 }
@@ -91,8 +99,8 @@ constexpr const char* short_name(zoo::split s) {
   std::fprintf(code ? stderr : stdout,
                "%s%s"
                "usage: mldiag-zoo [--quick] [--check] [--jobs N] [--family NAME] [--list] [--healthy-only] [--faults-only]\n"
-               "                  [--only TEXT] [--verbose] [--losses-only] [--entropy-stride N] [--entropy-gap]\n"
-               "                  [--evidence DIR]\n"
+               "                  [--only TEXT] [--verbose] [--losses-only] [--curves] [--curve-every N]\n"
+               "                  [--entropy-stride N] [--entropy-gap] [--evidence DIR]\n"
                "  --quick         a deterministic subset (every family, a few faults) for CTest\n"
                "  --check         exit 1 when a target is missed (0 healthy false alarms; over fair faults recall\n"
                "                  >= 0.95, right question >= 0.9, top-1 localization >= 0.9, median steps <= 10)\n"
@@ -104,6 +112,10 @@ constexpr const char* short_name(zoo::split s) {
                "  --losses-only   train the runs and print per run only how it trained (seconds, initial and final\n"
                "                  loss, first and last validation loss, trained or not), no findings, no judging;\n"
                "                  exit 1 when a healthy run did not train (held-out families' zoo-bug check)\n"
+               "  --curves        train the runs with no monitor (nothing a detector says exists) and print, per run,\n"
+               "                  its loss, progress metric and validation loss every N steps, then how it trained;\n"
+               "                  how a held-out family's runs are checked before the round is measured\n"
+               "  --curve-every N the steps between two lines of --curves (default 50)\n"
                "  --entropy-stride N  the monitor reads every N-th attention row (default: monitor_config's, %u)\n"
                "  --entropy-gap   also compare, per attention tensor and step, every row's mean normalized entropy\n"
                "                  with the sampled rows' (every N-th, at each offset), and print the largest difference\n"
@@ -124,6 +136,13 @@ settings parse(int argc, char** argv) {
     else if (a == "--faults-only") s.faults_only = true;
     else if (a == "--verbose") s.verbose = true;
     else if (a == "--losses-only") s.losses_only = true;
+    else if (a == "--curves") s.curves = true;
+    else if (a == "--curve-every") {
+      if (i + 1 >= argc) usage("--curve-every needs a value");
+      const int v = std::atoi(argv[++i]);
+      if (v < 1) usage("--curve-every needs a number >= 1, not '" + std::string(argv[i]) + "'");
+      s.curve_every = v;
+    }
     else if (a == "--entropy-gap") zoo::entropy_flags.gap = true;
     else if (a == "--entropy-stride") {
       if (i + 1 >= argc) usage("--entropy-stride needs a value");
@@ -156,6 +175,8 @@ settings parse(int argc, char** argv) {
   }
   if (s.healthy_only && s.faults_only) usage("--healthy-only and --faults-only exclude each other");
   if (s.losses_only && (s.verbose || s.check)) usage("--losses-only prints no findings: not with --verbose or --check");
+  if (s.curves && (s.verbose || s.check || s.losses_only))
+    usage("--curves runs no monitor: not with --verbose, --check or --losses-only");
   return s;
 }
 
@@ -187,6 +208,35 @@ struct judged {
   const zoo::result* r;
   examples::verdict v;
 };
+
+/// `--curves`: a run's loss, progress metric and validation loss, each window of `every` steps
+/// its mean loss and mean metric and the last evaluation in it, then how it trained.
+void print_curve(std::FILE* out, const zoo::result& r, std::int64_t every, const std::string& line) {
+  std::fprintf(out, "\n%s  %.1f s%s\n", line.c_str(), r.seconds, r.skipped.empty() ? "" : ("  skipped: " + r.skipped).c_str());
+  if (!r.skipped.empty()) return;
+  const auto& L = r.run.losses;
+  const auto& M = r.metric_values;
+  std::fprintf(out, "  %-11s %12s %18s %12s\n", "steps", "mean loss",
+               r.metric_name.empty() ? "metric" : (r.metric_name + (r.metric_higher_is_better ? " (+)" : " (-)")).c_str(),
+               "val loss");
+  const auto n = static_cast<std::int64_t>(L.size());
+  for (std::int64_t a = 0; a < n; a += every) {
+    const auto b = std::min(n, a + every);
+    double loss = 0.0, metric = 0.0;
+    for (auto i = a; i < b; ++i) loss += L[static_cast<std::size_t>(i)];
+    for (auto i = a; i < b && i < static_cast<std::int64_t>(M.size()); ++i) metric += M[static_cast<std::size_t>(i)];
+    double val = std::numeric_limits<double>::quiet_NaN();
+    for (const auto& [step, v] : r.val_losses)
+      if (step >= a && step < b) val = v;
+    const std::string range = std::to_string(a) + "-" + std::to_string(b - 1);
+    std::fprintf(out, "  %-11s %12.4f %18.4f %12.4f\n", range.c_str(), loss / static_cast<double>(b - a),
+                 M.empty() ? std::numeric_limits<double>::quiet_NaN() : metric / static_cast<double>(b - a), val);
+  }
+  std::fprintf(out, "  loss %.4f -> %.4f, %s %.4f -> %.4f, val %.4f -> %.4f: trained %s (judged by the %s)\n",
+               r.initial_loss, r.final_loss, r.metric_name.empty() ? "metric" : r.metric_name.c_str(), r.initial_metric,
+               r.final_metric, r.val_first, r.val_last, r.trained() ? "yes" : "no",
+               r.loss_not_progress ? "metric: the loss is not a progress measure" : "loss");
+}
 
 }  // namespace
 
@@ -227,12 +277,13 @@ int main(int argc, char** argv) try {
   std::printf("cpu: %s, %u hardware threads\n", cpu.c_str(), hw_threads);
   std::printf("calibration families: %s; held-out families: %s; held-out round 2 families: %s; held-out round 3 "
               "families: %s; held-out round 4 families: %s; held-out round 5 families: %s; held-out round 6 "
-              "families: %s; held-out round 7 families: %s; held-out round 8 families: %s\n",
+              "families: %s; held-out round 7 families: %s; held-out round 8 families: %s; held-out round 9 "
+              "families: %s\n",
               family_names(zoo::split::calibration).c_str(), family_names(zoo::split::heldout).c_str(),
               family_names(zoo::split::heldout2).c_str(), family_names(zoo::split::heldout3).c_str(),
               family_names(zoo::split::heldout4).c_str(), family_names(zoo::split::heldout5).c_str(),
               family_names(zoo::split::heldout6).c_str(), family_names(zoo::split::heldout7).c_str(),
-              family_names(zoo::split::heldout8).c_str());
+              family_names(zoo::split::heldout8).c_str(), family_names(zoo::split::heldout9).c_str());
   std::printf("%zu runs, %d at a time\n", specs.size(), s.jobs);
   std::fflush(stdout);
 
@@ -244,9 +295,14 @@ int main(int argc, char** argv) try {
     // Per thread: with OpenMP the thread count is a per-thread setting, so each worker sets it.
     one_thread_per_run();
     for (std::size_t i = next++; i < specs.size(); i = next++) {
-      results[i] = zoo::train(specs[i], data);
+      results[i] = zoo::train(specs[i], data, /*monitored=*/!s.curves);
       const auto& r = results[i];
       const std::lock_guard<std::mutex> lock(print);
+      if (s.curves) {
+        print_curve(stdout, r, s.curve_every, "[" + std::to_string(i + 1) + "/" + std::to_string(specs.size()) + "] " + line(r.spec));
+        std::fflush(stdout);
+        continue;
+      }
       if (s.losses_only) {
         std::fprintf(stderr, "  [%zu/%zu] %s  loss %.3f -> %.3f  %.1f s%s\n", i + 1, specs.size(),
                      line(r.spec).c_str(), r.initial_loss, r.final_loss, r.seconds,
@@ -267,6 +323,29 @@ int main(int argc, char** argv) try {
   for (auto& t : pool) t.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  if (s.curves) {
+    int healthy = 0, healthy_failed = 0, skipped = 0;
+    double seconds = 0.0, slowest = 0.0;
+    for (const auto& r : results) {
+      if (!r.skipped.empty()) {
+        ++skipped;
+        continue;
+      }
+      seconds += r.seconds;
+      slowest = std::max(slowest, r.seconds);
+      if (r.spec.planted != zoo::fault::none) continue;
+      ++healthy;
+      if (!r.trained()) {
+        ++healthy_failed;
+        std::printf("did not train: %s\n", line(r.spec).c_str());
+      }
+    }
+    std::printf("\nCURVES (no monitor): healthy runs that did not train: %d of %d; skipped: %d; %.1f s of runs, the "
+                "slowest %.1f s; wall time %.1f s with %d job(s)\n",
+                healthy_failed, healthy, skipped, seconds, slowest, wall, s.jobs);
+    std::fflush(stdout);
+    return healthy_failed == 0 ? 0 : 1;
+  }
   if (s.losses_only) {
     // How each run trained and nothing of what the monitor found: the check a held-out
     // family's configurations may be tuned on (every healthy run trains) without its
@@ -283,8 +362,14 @@ int main(int argc, char** argv) try {
       const bool ok = r.trained(), is_healthy = r.spec.planted == zoo::fault::none;
       ++(is_healthy ? healthy : faulted);
       if (!ok) ++(is_healthy ? healthy_failed : faulted_failed);
-      std::printf("%s  %.1f s  loss %.4f -> %.4f  val %.4f -> %.4f  trained %s  monitor %.1f%% of the step\n",
-                  line(r.spec).c_str(), r.seconds, r.initial_loss, r.final_loss, r.val_first, r.val_last,
+      std::string metric;  // a family judged by its progress metric prints it
+      if (!r.metric_name.empty()) {
+        char text[160];
+        std::snprintf(text, sizeof text, "  %s %.4f -> %.4f", r.metric_name.c_str(), r.initial_metric, r.final_metric);
+        metric = text;
+      }
+      std::printf("%s  %.1f s  loss %.4f -> %.4f%s  val %.4f -> %.4f  trained %s  monitor %.1f%% of the step\n",
+                  line(r.spec).c_str(), r.seconds, r.initial_loss, r.final_loss, metric.c_str(), r.val_first, r.val_last,
                   ok ? "yes" : "no", 100.0 * r.run.monitor_seconds_per_step / r.run.seconds_per_step);
     }
     std::printf("\nhealthy runs that did not train: %d of %d", healthy_failed, healthy);
@@ -352,12 +437,13 @@ int main(int argc, char** argv) try {
                 first.empty() ? "-" : first.c_str());
   }
   std::printf("\nFALSE ALARMS BY DETECTOR (healthy runs in which it raised a finding at warning or above)\n");
-  std::printf("%-28s %12s %9s %9s %9s %9s %9s %9s %9s %9s\n", "detector", "calibration", "held-out", "round 2",
-              "round 3", "round 4", "round 5", "round 6", "round 7", "round 8");
+  std::printf("%-28s %12s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "detector", "calibration", "held-out", "round 2",
+              "round 3", "round 4", "round 5", "round 6", "round 7", "round 8", "round 9");
   for (const auto& [d, c] : by_detector)
-    std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n", d.c_str(),
-                c[0], split_runs[0], c[1], split_runs[1], c[2], split_runs[2], c[3], split_runs[3], c[4], split_runs[4],
-                c[5], split_runs[5], c[6], split_runs[6], c[7], split_runs[7], c[8], split_runs[8]);
+    std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n",
+                d.c_str(), c[0], split_runs[0], c[1], split_runs[1], c[2], split_runs[2], c[3], split_runs[3], c[4],
+                split_runs[4], c[5], split_runs[5], c[6], split_runs[6], c[7], split_runs[7], c[8], split_runs[8], c[9],
+                split_runs[9]);
   if (by_detector.empty()) std::printf("(none)\n");
   for (const auto& t : not_trained) std::printf("mldiag: zoo bug: a healthy run did not train: %s\n", t.c_str());
 
@@ -478,23 +564,25 @@ int main(int argc, char** argv) try {
   const double held6_recall = split_recall[index(zoo::split::heldout6)];
   const double held7_recall = split_recall[index(zoo::split::heldout7)];
   const double held8_recall = split_recall[index(zoo::split::heldout8)];
+  const double held9_recall = split_recall[index(zoo::split::heldout9)];
   std::printf("\nhealthy runs %d, with a finding at warning or above: %d (calibration %d/%d, held-out %d/%d, held-out round 2 "
               "%d/%d, held-out round 3 %d/%d, held-out round 4 %d/%d, held-out round 5 %d/%d, held-out round 6 %d/%d, "
-              "held-out round 7 %d/%d, held-out round 8 %d/%d)\n",
+              "held-out round 7 %d/%d, held-out round 8 %d/%d, held-out round 9 %d/%d)\n",
               healthy, healthy_alarmed, split_alarmed[0], split_runs[0], split_alarmed[1], split_runs[1], split_alarmed[2],
               split_runs[2], split_alarmed[3], split_runs[3], split_alarmed[4], split_runs[4], split_alarmed[5],
               split_runs[5], split_alarmed[6], split_runs[6], split_alarmed[7], split_runs[7], split_alarmed[8],
-              split_runs[8]);
+              split_runs[8], split_alarmed[9], split_runs[9]);
   std::printf("fair faulted runs %d of %d: recall %.3f, right question %.3f, top-1 localization %.3f (%d/%d), median steps "
               "to detect %.1f, recall by split: calibration %.3f (%d/%d), held-out %.3f (%d/%d), held-out round 2 %.3f "
               "(%d/%d), held-out round 3 %.3f (%d/%d), held-out round 4 %.3f (%d/%d), held-out round 5 %.3f (%d/%d), "
-              "held-out round 6 %.3f (%d/%d), held-out round 7 %.3f (%d/%d), held-out round 8 %.3f (%d/%d); findings "
-              "before the onset in faulted runs: %d\n",
+              "held-out round 6 %.3f (%d/%d), held-out round 7 %.3f (%d/%d), held-out round 8 %.3f (%d/%d), "
+              "held-out round 9 %.3f (%d/%d); findings before the onset in faulted runs: %d\n",
               fair_runs, faulted, recall, right_q, top1, located, with_layer, med, split_recall[0], split_detected[0],
               split_fair[0], held_recall, split_detected[1], split_fair[1], held2_recall, split_detected[2], split_fair[2],
               held3_recall, split_detected[3], split_fair[3], held4_recall, split_detected[4], split_fair[4], held5_recall,
               split_detected[5], split_fair[5], held6_recall, split_detected[6], split_fair[6], held7_recall,
-              split_detected[7], split_fair[7], held8_recall, split_detected[8], split_fair[8], before_onset);
+              split_detected[7], split_fair[7], held8_recall, split_detected[8], split_fair[8], held9_recall,
+              split_detected[9], split_fair[9], before_onset);
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
   if (zoo::entropy_flags.gap) {
     const auto& g = zoo::entropy_gaps;
@@ -517,16 +605,18 @@ int main(int argc, char** argv) try {
               "\"heldout6_healthy_runs\":%d,\"heldout6_healthy_false_alarms\":%d,"
               "\"heldout7_healthy_runs\":%d,\"heldout7_healthy_false_alarms\":%d,"
               "\"heldout8_healthy_runs\":%d,\"heldout8_healthy_false_alarms\":%d,"
+              "\"heldout9_healthy_runs\":%d,\"heldout9_healthy_false_alarms\":%d,"
               "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
               "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
               "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f,"
-              "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f}\n",
+              "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f,\"heldout9_recall\":%.4f}\n",
               s.quick ? "true" : "false", cpu_json.c_str(), hw_threads, static_cast<int>(zoo::families.size()),
               healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
               split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
               split_alarmed[5], split_runs[6], split_alarmed[6], split_runs[7], split_alarmed[7], split_runs[8],
-              split_alarmed[8], faulted, fair_runs, recall, right_q, top1, med, held_recall, held2_recall, held3_recall,
-              held4_recall, held5_recall, held6_recall, held7_recall, held8_recall);
+              split_alarmed[8], split_runs[9], split_alarmed[9], faulted, fair_runs, recall, right_q, top1, med,
+              held_recall, held2_recall, held3_recall, held4_recall, held5_recall, held6_recall, held7_recall,
+              held8_recall, held9_recall);
   std::fflush(stdout);
   if (!s.check) return 0;
   const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&

@@ -7,6 +7,7 @@
 #include "../common/evidence_log.hpp"
 #include "data.hpp"
 #include "families.hpp"
+#include "families_adversarial_policy_recsys_graph.hpp"
 #include "families_gru_seq_regression_dwsep.hpp"
 #include "families_hetero_nll_pruned_qat.hpp"
 #include "families_lora_fixup_distill.hpp"
@@ -44,17 +45,37 @@ struct result {
   double val_first = std::numeric_limits<double>::quiet_NaN(), val_last = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0.0;
   std::string skipped;  ///< why the run did not happen ("" when it did)
-  /// A healthy run must learn: the last tenth of its losses well below the first steps'.
-  [[nodiscard]] bool trained() const { return std::isfinite(final_loss) && final_loss < 0.85 * initial_loss; }
+  /// The progress metric a family gives with observe_metric (round 9's GAN and policy
+  /// gradient), each step's value; its name ("" when none) and direction; the mean of its
+  /// first 5 and of its last 10% of values, as the loss's.
+  std::string metric_name;
+  bool metric_higher_is_better = false;
+  std::vector<double> metric_values;
+  double initial_metric = std::numeric_limits<double>::quiet_NaN(), final_metric = std::numeric_limits<double>::quiet_NaN();
+  /// Whether the loss is not a progress measure (task::objective): such a run is judged by its metric.
+  bool loss_not_progress = false;
+  /// Each evaluation: (step, validation loss).
+  std::vector<std::pair<std::int64_t, double>> val_losses;
+  /// A healthy run must learn: the last tenth of its losses well below the first steps'; where
+  /// the loss is not a progress measure, its progress metric 15% better than at the start, by
+  /// the same means (lower: below 0.85x; higher: above the first's by 0.15x its magnitude).
+  [[nodiscard]] bool trained() const {
+    if (loss_not_progress)
+      return std::isfinite(final_metric) && std::isfinite(initial_metric) &&
+             (metric_higher_is_better ? final_metric > initial_metric + 0.15 * std::abs(initial_metric)
+                                      : final_metric < 0.85 * initial_metric);
+    return std::isfinite(final_loss) && final_loss < 0.85 * initial_loss;
+  }
 };
 
 namespace detail {
 
 /// `sgd_weight_decay`: the L2 term of the SGD optimizers (the ResNet recipe's 5e-4; 0 for the
 /// other families); AdamW keeps its decoupled 0.01, Adam has none; RMSprop (alpha 0.99, no
-/// momentum) and Adagrad with LibTorch's defaults and no weight decay.
+/// momentum) and Adagrad with LibTorch's defaults and no weight decay. `adam_beta1`: Adam's
+/// and AdamW's first beta (0.9, LibTorch's default; a GAN's 0.5, DCGAN's).
 inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std::vector<torch::Tensor> params, double lr,
-                                                               double sgd_weight_decay = 0.0) {
+                                                               double sgd_weight_decay = 0.0, double adam_beta1 = 0.9) {
   using namespace torch::optim;
   const double wd = sgd_weight_decay;
   switch (o) {
@@ -62,8 +83,9 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std:
     case optimizer::momentum: return std::make_unique<SGD>(params, SGDOptions(lr).momentum(0.9).weight_decay(wd));
     case optimizer::nesterov:
       return std::make_unique<SGD>(params, SGDOptions(lr).momentum(0.9).nesterov(true).weight_decay(wd));
-    case optimizer::adam: return std::make_unique<Adam>(params, AdamOptions(lr));
-    case optimizer::adamw: return std::make_unique<AdamW>(params, AdamWOptions(lr).weight_decay(0.01));
+    case optimizer::adam: return std::make_unique<Adam>(params, AdamOptions(lr).betas({adam_beta1, 0.999}));
+    case optimizer::adamw:
+      return std::make_unique<AdamW>(params, AdamWOptions(lr).betas({adam_beta1, 0.999}).weight_decay(0.01));
     case optimizer::rmsprop: return std::make_unique<RMSprop>(params, RMSpropOptions(lr));
     case optimizer::adagrad: return std::make_unique<Adagrad>(params, AdagradOptions(lr));
   }
@@ -155,6 +177,56 @@ struct setup {
   /// The validation loss as the family computes it (triplet: the same loss over fixed
   /// held-out micro-batches), given the model in evaluation mode and the input scale.
   std::function<double(net&, double)> validate;
+  // Round 9's families: what its user declares (docs/declarations.md), and the loops that are
+  // not one forward, backward and optimizer step.
+  /// What the training loss is (task::objective): not_progress for a GAN's adversarial loss and
+  /// a policy-gradient surrogate.
+  mldiag::objective objective = mldiag::objective::minimized;
+  /// The progress metric given each step by observe_metric, after the optimizer's step (the
+  /// GAN's Fréchet distance, the episodes' return): its name, its direction, and the value of
+  /// step `step`. Unset: none.
+  std::string metric_name;
+  bool metric_higher_is_better = false;
+  std::function<double(std::int64_t)> metric;
+  /// Tensors meant to grow (monitor::expect_growth: the recommender's embedding tables).
+  std::vector<std::string> expect_growth;
+  /// An uninformed model's loss when it is not ln(classes) (task::chance_loss: BPR's ln 2).
+  std::optional<double> chance_loss;
+  /// Each optimizer's learning rates are observed from the optimizer itself
+  /// (mldiag::observe_learning_rates, docs/integrations.md), under the optimizer's name, or
+  /// under `optimizers`' names where the family has its own.
+  bool observe_group_lrs = false;
+  /// The run has a validation loss (not a GAN's, nor a policy's: their progress is the metric).
+  bool validation = true;
+  /// The embedding frozen_embedding leaves out of the optimizer (its module's name).
+  std::string frozen_embedding = "embed";
+  /// The rows of the output and of the targets that the loss reads (a GCN's labelled nodes,
+  /// where the model computes every node); undefined: every row.
+  torch::Tensor loss_rows;
+  /// `draw` is called every step even where same_batch trains on the first batch again (a
+  /// policy's episodes are collected every step, and their return is the metric; the loop
+  /// then trains on a stale batch).
+  bool draw_every_step = false;
+  /// A step that is not one forward, backward and optimizer step (the GAN: its two networks'
+  /// alternating updates by optimizers of its own, `optimizers`), given the step's learning
+  /// rate, whether gradients are zeroed (no_zero_grad), whether the loss is poisoned with NaN,
+  /// whether the optimizers' updates are skipped (the AMP case), the real batch (the input
+  /// scale applied) and the taps; it returns the recorded loss, the output observed and the
+  /// gradient norm logged. Accumulation is 1 for such a family (its recipe's).
+  struct custom_step_io {
+    std::int64_t step;
+    double lr;
+    bool zero_grad, nan, skip_update;
+    torch::Tensor x;
+    taps* tap;
+  };
+  struct custom_step_result {
+    double loss;
+    torch::Tensor output;
+    double grad_norm;
+  };
+  std::function<custom_step_result(const custom_step_io&)> custom_step;
+  std::vector<std::pair<std::string, std::shared_ptr<torch::optim::Optimizer>>> optimizers;
   std::string why_not;
 };
 
@@ -548,6 +620,148 @@ inline setup build(const run_spec& s, const data& d) {
                       std::vector<std::int64_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n[k])));
     }
     u.draw = [cs](std::int64_t step, std::int64_t b) { return cs->draw(step, b); };
+  } else if (s.family == "adversarial") {
+    if (!need_table()) return u;
+    // <digits|fashion>-mlp<widths>[-bn]-<ns|ls>-z<latent>: a GAN (see gan_net, gan_step), its
+    // two networks one module, each with an optimizer of its own of the run's kind, rate and
+    // schedule (Adam's and AdamW's beta1 0.5, DCGAN's). The recorded loss is the generator's;
+    // the run declares that it is not a progress measure and gives the Fréchet distance of a
+    // classifier's features (see frechet_metric) every step, lower is better. No validation
+    // loss. The generated batch is observed as "output".
+    const std::int64_t z_dim = std::stoll(s.variant.substr(s.variant.rfind("-z") + 2));
+    const auto objective =
+        s.variant.find("-ls-") != std::string::npos ? gan_objective::least_squares : gan_objective::non_saturating;
+    auto m = std::make_shared<gan_net>(u.tab->side, z_dim, widths_after(s.variant, "-mlp"),
+                                       s.variant.find("-bn-") != std::string::npos);
+    u.model = m;
+    u.classes = 0;
+    u.validation = false;
+    std::shared_ptr<torch::optim::Optimizer> opt_g = make_optimizer(s.opt, m->generator_parameters(), s.lr, 0.0, 0.5);
+    std::shared_ptr<torch::optim::Optimizer> opt_d = make_optimizer(s.opt, m->discriminator_parameters(), s.lr, 0.0, 0.5);
+    u.optimizers = {{"generator", opt_g}, {"discriminator", opt_d}};
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 104729 + 23));
+    auto* mp = m.get();
+    u.custom_step = [mp, opt_g, opt_d, objective, gen](const setup::custom_step_io& io) -> setup::custom_step_result {
+      for (auto* o : {opt_g.get(), opt_d.get()})
+        for (auto& g : o->param_groups()) g.options().set_lr(io.lr);
+      const auto r = gan_step(*mp, *opt_g, *opt_d, objective, io.x, *gen, io.zero_grad, io.nan, io.skip_update, *io.tap);
+      return {r.loss, r.generated, r.grad_norm};
+    };
+    auto fd = std::make_shared<frechet_metric>(in, fashion ? 128 : 64);
+    const auto* t = u.tab;
+    const auto seed = s.seed * 104729 + 29;
+    u.prepare = [fd, t, z_dim, seed] { fd->prepare(*t, z_dim, seed); };
+    u.objective = mldiag::objective::not_progress;
+    u.metric_name = "frechet_distance";
+    u.metric_higher_is_better = false;
+    u.metric = [fd, mp](std::int64_t) { return (*fd)(*mp); };
+    u.observe_group_lrs = true;
+  } else if (s.family == "policy_gradient") {
+    // <cartpole|digits-bandit10>-mlp<hidden>-<return|rtg|ent<beta>>: REINFORCE
+    // (see pg_rollout): a batch of `batch` episodes collected each micro-batch with the current
+    // policy, the surrogate over their steps. The run declares that the surrogate is not a
+    // progress measure and gives the episodes' mean return every step, higher is better. No
+    // validation loss. Not told classes: the actions' logits are no classifier's.
+    const bool bandit = s.variant.rfind("digits-bandit", 0) == 0;
+    if (bandit && !need_table()) return u;
+    const std::int64_t hidden = widths_after(s.variant, "-mlp").front();
+    auto m = std::make_shared<policy_net>(bandit ? 64 : 4, hidden, bandit ? 10 : 2);
+    u.model = m;
+    u.classes = bandit ? 10 : 2;
+    u.tell_classes = false;
+    const auto kind = bandit                                            ? pg_advantage::bandit_reward
+                      : s.variant.find("-rtg") != std::string::npos ? pg_advantage::reward_to_go
+                                                                     : pg_advantage::episode_return;
+    const auto ent = s.variant.find("-ent");
+    const double entropy = ent == std::string::npos ? 0.0 : std::stod(s.variant.substr(ent + 4));
+    auto roll = std::make_shared<pg_rollout>(m.get(), kind, bandit ? u.tab : nullptr, entropy, s.seed * 7919 + 17);
+    u.draw = [roll](std::int64_t, std::int64_t b) { return roll->collect(b); };
+    u.draw_every_step = true;
+    u.label_loss = [roll](const torch::Tensor& out, const torch::Tensor& y) { return roll->surrogate(out, y); };
+    u.objective = mldiag::objective::not_progress;
+    u.metric_name = "return";
+    u.metric_higher_is_better = true;
+    u.metric = [roll](std::int64_t) { return roll->take_mean_return(); };
+    u.validation = false;
+    u.observe_group_lrs = true;
+  } else if (s.family == "recommender") {
+    // <explicit|implicit>-<mf|twotower>-d<dimension>[-mlp<hidden>]-<mse|bpr>: on the synthetic
+    // ratings (see synthetic_ratings; the same data in every run), user and item ids in.
+    // Explicit: predicted ratings, MSE + 0.02 x the batch's squared embedding rows and biases
+    // (Funk's and Koren et al.'s lambda 0.02), validated by the MSE of the validation ratings.
+    // Implicit: BPR over (user, positive, negative) triples with fresh uniform negatives (see
+    // bpr_sampler), + 0.01 x the same squares, validated by the BPR loss of the validation
+    // positives with negatives drawn once. The run declares that the embedding tables are meant
+    // to grow and, for BPR, that an uninformed model's loss is ln 2. frozen_embedding leaves out
+    // the items' embedding.
+    static const ratings feedback = synthetic_ratings();
+    const bool implicit = s.variant.rfind("implicit", 0) == 0;
+    const bool two_tower = s.variant.find("-twotower-") != std::string::npos;
+    const std::int64_t dim = std::stoll(s.variant.substr(s.variant.find("-d") + 2));
+    const std::int64_t hidden = two_tower ? widths_after(s.variant, "-mlp").front() : 0;
+    auto m = std::make_shared<recommender_net>(feedback.users, feedback.items, dim, two_tower, hidden, !implicit, feedback.mean_rating);
+    u.model = m;
+    u.tab = implicit ? &feedback.implicit_feedback : &feedback.explicit_feedback;
+    u.classes = 0;
+    u.regression = true;
+    auto* mp = m.get();
+    if (implicit) {
+      u.regression_loss = [mp](const torch::Tensor& out, const torch::Tensor&) { return bpr_loss(out) + 0.01 * mp->last_l2; };
+      auto bs = std::make_shared<bpr_sampler>(feedback, s.seed * 7919 + 13);
+      u.draw = [bs](std::int64_t, std::int64_t b) { return bs->draw(b); };
+      std::mt19937_64 rng(424242);
+      const auto val = bpr_sampler(feedback, 424242).with_negatives(feedback.implicit_feedback.x_val, rng);
+      u.validate = [val](net& model, double) {
+        taps t;
+        return bpr_loss(model.forward(val, t)).item<double>();
+      };
+      u.chance_loss = std::log(2.0);
+    } else {
+      u.regression_loss = [mp](const torch::Tensor& out, const torch::Tensor& y) {
+        return torch::mse_loss(out, y) + 0.02 * mp->last_l2;
+      };
+      const auto* t = u.tab;
+      u.validate = [t](net& model, double) {
+        taps vt;
+        return torch::mse_loss(model.forward(t->x_val, vt), t->y_val).item<double>();
+      };
+    }
+    u.expect_growth = {"user_embedding", "item_embedding"};
+    u.frozen_embedding = "item_embedding";
+    u.observe_group_lrs = true;
+  } else if (s.family == "graph") {
+    // sbm<nodes>-c<classes>-f<features>-gcn<hidden>-drop<p>[-mean]: a two-layer GCN (see gcn_net)
+    // on a stochastic block model (see stochastic_block_model: expected degree 8, 3/4 of a
+    // node's edges within its class; the graph fixed by the variant, the same in every run),
+    // full-batch: every step reads every node (the run's batch is `full_batch`, which the
+    // monitor is told, task::full_batch), the loss the cross-entropy of the 20 training nodes
+    // per class plus Kipf's 5e-4 x ||W1||^2 / 2; validation the cross-entropy of 500 other
+    // nodes. `-mean`: D^-1 (A + I) in place of D^-1/2 (A + I) D^-1/2. Told the classes.
+    const auto number_after = [&](const std::string& tag) {
+      return std::stoll(s.variant.substr(s.variant.find(tag) + tag.size()));
+    };
+    const std::int64_t nodes = number_after("sbm"), c = number_after("-c"), features = number_after("-f"),
+                       hidden = number_after("-gcn");
+    const double dropout = std::stod(s.variant.substr(s.variant.find("-drop") + 5));
+    const bool mean = s.variant.find("-mean") != std::string::npos;
+    auto g = std::make_shared<sbm_graph>(
+        stochastic_block_model(nodes, c, features, 6.0, 2.0, !mean, 7 + static_cast<std::uint64_t>(nodes)));
+    auto m = std::make_shared<gcn_net>(g->adjacency, features, hidden, c, dropout, s.seed * 104729 + 31);
+    u.model = m;
+    u.classes = c;
+    u.loss_rows = g->train_nodes;
+    u.draw = [g](std::int64_t, std::int64_t) { return std::make_pair(g->features, g->labels); };
+    auto* mp = m.get();
+    u.label_loss = [mp](const torch::Tensor& out, const torch::Tensor& y) {
+      return torch::nn::functional::cross_entropy(out, y) + 5e-4 * 0.5 * mp->gc1->weight.pow(2).sum();
+    };
+    u.validate = [g](net& model, double scale) {
+      taps t;
+      const auto out = model.forward(g->features * scale, t);
+      return torch::nn::functional::cross_entropy(out.index_select(0, g->val_nodes), g->labels.index_select(0, g->val_nodes))
+          .item<double>();
+    };
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -609,7 +823,9 @@ struct sampler {
 }  // namespace detail
 
 /// Trains one run. Never throws for a missing data set: the result says it was skipped.
-inline result train(const run_spec& s, const data& d) {
+/// `monitored` false trains the run exactly so without a monitor (no findings: `--curves`,
+/// which prints how a family's runs train without anything the detectors would say).
+inline result train(const run_spec& s, const data& d, bool monitored = true) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   double monitor_seconds = 0.0;  // observe_* calls (with the update's sub_out) and end_step
@@ -642,7 +858,7 @@ inline result train(const run_spec& s, const data& d) {
     const auto& sites = model.overflow_sites;
     res.run.planted_layer = sites[s.seed % sites.size()].first;
   }
-  if (f == fault::frozen_embedding) res.run.planted_layer = "embed";
+  if (f == fault::frozen_embedding) res.run.planted_layer = u.frozen_embedding;
   if (f == fault::bad_init_large) {
     torch::NoGradGuard no_grad;
     for (auto& p : model.parameters())
@@ -652,9 +868,10 @@ inline result train(const run_spec& s, const data& d) {
   // The trainable parameters, as a user filters them (the lora family's base is frozen).
   std::vector<torch::Tensor> params;
   for (const auto& p : model.named_parameters())
-    if (p.value().requires_grad() && !(f == fault::frozen_embedding && p.key() == "embed.weight"))
+    if (p.value().requires_grad() && !(f == fault::frozen_embedding && p.key() == u.frozen_embedding + ".weight"))
       params.push_back(p.value());
-  auto opt = detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
+  // A family with optimizers of its own (the GAN's two) steps them in its custom step.
+  auto opt = u.custom_step ? nullptr : detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
   // What a user knows and tells the monitor: the task, the learning rate, the clipping bound,
   // whether every step reads the whole training set.
@@ -663,16 +880,26 @@ inline result train(const run_spec& s, const data& d) {
                                      .learning_rate = s.lr,
                                      .full_batch = s.batch >= full_batch}};
   if (u.clip > 0.0) mc.task.max_grad_norm = u.clip;  // the bound clip_grad_norm_ is given below
+  // Round 9's declarations (docs/declarations.md): what the loss is, an uninformed model's loss.
+  mc.task.objective = u.objective;
+  if (u.chance_loss) mc.task.chance_loss = *u.chance_loss;
   mc.entropy.row_stride = entropy_flags.row_stride;
-  mldiag::monitor mon(mc);
-  if (!evidence_dir.empty()) {  // --evidence: the run's evidence and findings, for replay
+  std::optional<mldiag::monitor> mon;
+  if (monitored) mon.emplace(mc);
+  if (mon && !evidence_dir.empty()) {  // --evidence: the run's evidence and findings, for replay
     const std::string base = evidence_dir + "/" + eval::file_name(s.describe() + " fault " + std::string(f == fault::none ? "none" : info(f)->name) + " onset " + std::to_string(s.onset));
     auto w = std::make_unique<eval::evidence_writer>(base + ".evd", base + ".findings");
     w->configured({.task = mc.task});
-    mon.attach(std::move(w));
+    mon->attach(std::move(w));
   }
-  for (const auto& fnd : mon.configuration_findings())
-    if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
+  if (mon) {
+    for (const auto& name : u.expect_growth) mon->expect_growth(name);
+    for (const auto& fnd : mon->configuration_findings())
+      if (fnd.severity >= mldiag::severity::warning) res.run.findings.push_back({-1, fnd});
+  }
+  res.metric_name = u.metric_name;
+  res.metric_higher_is_better = u.metric_higher_is_better;
+  res.loss_not_progress = u.objective == mldiag::objective::not_progress;
   previous_values prev(model);
   detail::sampler sample(u, s.seed * 7919 + 13);
   const examples::run_options hooks;  // close_step's step hook: none
@@ -680,7 +907,9 @@ inline result train(const run_spec& s, const data& d) {
 
   // Validation: a fixed set (first 512 rows, or 16 windows of held-out text).
   torch::Tensor val_x, val_y;
-  if (u.tab) {
+  if (!u.validation || u.validate) {
+    // No validation set to hold: none (the GAN, the policy), or the family's own.
+  } else if (u.tab) {
     const auto n = std::min<std::int64_t>(512, u.tab->x_val.size(0));
     val_x = u.tab->x_val.slice(0, 0, n);
     val_y = u.tab->y_val.slice(0, 0, n);
@@ -730,12 +959,17 @@ inline result train(const run_spec& s, const data& d) {
     const bool active = f != fault::none && step >= s.onset;
     double lr = detail::scheduled_lr(s.sched, s.lr, step, s.steps);
     if (f == fault::lr_100x_midrun && active) lr *= 100.0;
-    for (auto& g : opt->param_groups()) g.options().set_lr(lr);
-    if (!(f == fault::no_zero_grad && active)) opt->zero_grad();
+    if (opt) {
+      for (auto& g : opt->param_groups()) g.options().set_lr(lr);
+      if (!(f == fault::no_zero_grad && active)) opt->zero_grad();
+    }
     if (u.before_step) u.before_step(step);
+    // The AMP skipped step: the scaler found an overflow, logged a NaN norm, halved its scale
+    // and skipped the update.
+    const bool amp_skip = f == fault::logged_nan_grad_norm_amp && step == s.onset;
 
     model.train();
-    double loss_sum = 0.0;
+    double loss_sum = 0.0, norm = 0.0;
     torch::Tensor logits;
     for (std::int64_t m = 0; m < s.accumulation; ++m) {
       tap.clear();
@@ -745,12 +979,28 @@ inline result train(const run_spec& s, const data& d) {
                    : u.draw                                            ? u.draw(step, s.batch)
                                                                        : sample.draw(s.batch, f != fault::lm_targets_not_shifted);
       if (f == fault::same_batch && !fixed.first.defined()) fixed = batch;
+      else if (f == fault::same_batch && u.draw_every_step) u.draw(step, s.batch);  // episodes collected, not trained on
       auto x = tokens ? batch.first : batch.first * input_scale;
       if (!tokens) tap.input = x.detach();
+      if (u.custom_step) {
+        const auto r = u.custom_step({.step = step,
+                                      .lr = lr,
+                                      .zero_grad = !(f == fault::no_zero_grad && active),
+                                      .nan = f == fault::nan_grad_norm_real && active,
+                                      .skip_update = amp_skip,
+                                      .x = x,
+                                      .tap = &tap});
+        loss_sum += r.loss;
+        logits = r.output;
+        norm = r.grad_norm;
+        continue;
+      }
       auto y = batch.second;
       if (f == fault::labels_off_by_one) y = (y + 1).remainder(u.classes);
       logits = model.forward(x, tap);
-      auto loss = loss_of(logits, x, y, tap);
+      // The rows the loss reads (a GCN's labelled nodes); the output observed is every row.
+      auto loss = u.loss_rows.defined() ? loss_of(logits.index_select(0, u.loss_rows), x, y.index_select(0, u.loss_rows), tap)
+                                        : loss_of(logits, x, y, tap);
       // 0.1, not Switch's 0.01: at 0.01 the small digit MoEs collapsed onto 3 of 8 experts
       // (normalized load entropy 0.3-0.5), a router collapse by the method's own line, not a
       // healthy run (issue 15).
@@ -760,32 +1010,41 @@ inline result train(const run_spec& s, const data& d) {
       (total / static_cast<double>(s.accumulation)).backward();
     }
     const double loss_value = loss_sum / static_cast<double>(s.accumulation);
-    if (u.after_backward) u.after_backward();
-    double norm = u.clip > 0.0 ? torch::nn::utils::clip_grad_norm_(model.parameters(), u.clip) : grad_norm(model);
-    // The AMP skipped step: the scaler found an overflow, logged a NaN norm, halved its scale
-    // and skipped the update.
-    const bool amp_skip = f == fault::logged_nan_grad_norm_amp && step == s.onset;
+    if (!u.custom_step) {
+      if (u.after_backward) u.after_backward();
+      norm = u.clip > 0.0 ? torch::nn::utils::clip_grad_norm_(model.parameters(), u.clip) : grad_norm(model);
+      if (!amp_skip) opt->step();
+    }
     if (amp_skip) {
       norm = std::numeric_limits<double>::quiet_NaN();
       loss_scale *= 0.5;
-    } else {
-      opt->step();
     }
     if (u.after_update) u.after_update(step);
+    // The progress metric (the GAN's Fréchet distance, the episodes' return), measured as the
+    // family's user measures it, not the monitor's cost.
+    const double metric = u.metric ? u.metric(step) : std::numeric_limits<double>::quiet_NaN();
+    if (u.metric) res.metric_values.push_back(metric);
 
     const auto monitor_start = clock::now();  // the monitor's share: issue 18's overhead target
-    mon.begin_step(step);
-    mon.observe(mldiag::scalar::loss, loss_value);
-    mon.observe(mldiag::scalar::learning_rate, lr);
-    mon.observe(mldiag::scalar::grad_norm, norm);
-    if (f == fault::logged_nan_grad_norm_amp) mon.observe(mldiag::scalar::loss_scale, loss_scale);
-    observe_module(mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
+    if (mon) {
+      mon->begin_step(step);
+      mon->observe(mldiag::scalar::loss, loss_value);
+      mon->observe(mldiag::scalar::learning_rate, lr);
+      mon->observe(mldiag::scalar::grad_norm, norm);
+      if (f == fault::logged_nan_grad_norm_amp) mon->observe(mldiag::scalar::loss_scale, loss_scale);
+      if (u.observe_group_lrs) {
+        if (opt) mldiag::observe_learning_rates(*mon, *opt, name(s.opt));
+        for (const auto& [opt_name, o] : u.optimizers) mldiag::observe_learning_rates(*mon, *o, opt_name);
+      }
+      if (u.metric) mon->observe_metric(u.metric_name, metric, u.metric_higher_is_better);
+      observe_module(*mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
+    }
     monitor_seconds += std::chrono::duration<double>(clock::now() - monitor_start).count();
-    if ((step + 1) % val_every == 0 || step + 1 == s.steps) {
+    if (u.validation && ((step + 1) % val_every == 0 || step + 1 == s.steps)) {
       torch::NoGradGuard no_grad;
       model.eval();
       taps vt;
-      auto vx = tokens ? val_x : val_x * input_scale;
+      auto vx = tokens || !val_x.defined() ? val_x : val_x * input_scale;  // undefined: the family's own validation
       double v = 0.0;
       if (u.validate) {
         v = u.validate(model, input_scale);
@@ -804,14 +1063,23 @@ inline result train(const run_spec& s, const data& d) {
         auto out = model.forward(vx, vt);
         v = loss_of(out, vx, val_y, vt).item<double>();
       }
-      mon.observe(mldiag::scalar::val_loss, v);
+      if (mon) mon->observe(mldiag::scalar::val_loss, v);
+      res.val_losses.emplace_back(step, v);
       if (!seen_val) res.val_first = v;
       seen_val = true;
       res.val_last = v;
     }
     const auto close_start = clock::now();
-    examples::close_step(res.run, hooks, mon, step, loss_value);
+    if (mon) examples::close_step(res.run, hooks, *mon, step, loss_value);
+    else res.run.losses.push_back(loss_value);
     monitor_seconds += std::chrono::duration<double>(clock::now() - close_start).count();
+  }
+  if (!res.metric_values.empty()) {
+    const auto& M = res.metric_values;
+    const auto m = static_cast<std::ptrdiff_t>(M.size());
+    const auto first = std::min<std::ptrdiff_t>(5, m), last = std::max<std::ptrdiff_t>(1, m / 10);
+    res.initial_metric = std::accumulate(M.begin(), M.begin() + first, 0.0) / static_cast<double>(first);
+    res.final_metric = std::accumulate(M.end() - last, M.end(), 0.0) / static_cast<double>(last);
   }
   const auto& L = res.run.losses;
   const auto n = static_cast<std::ptrdiff_t>(L.size());
