@@ -224,18 +224,21 @@ int main(int argc, char** argv) try {
   for (auto& t : pool) t.join();
 
   // One row per example and fault.
-  std::printf("\n%-18s %-22s %5s %9s %9s %8s %7s  %s\n", "example", "fault", "runs", "detected", "right Q", "top-1",
-              "steps", "first finding (question: symptom at location)");
+  // "steps": onset to the first finding (an early signal at info counts: it appears at once);
+  // "to warn": onset to the first warning (the delay a consequence or a persistence adds).
+  std::printf("\n%-18s %-22s %5s %9s %9s %8s %7s %7s  %s\n", "example", "fault", "runs", "detected", "right Q", "top-1",
+              "steps", "to warn", "first finding (question: symptom at location)");
   int faulted = 0, detected = 0, right = 0, located = 0, with_layer = 0, healthy_runs = 0, healthy_alarmed = 0,
       before_onset = 0;
-  std::vector<double> steps;
+  std::vector<double> steps, to_warning;
+  int warned = 0;
   std::vector<std::string> false_alarms;
   std::map<std::pair<std::string, int>, std::vector<const verdict*>> rows;
   for (const auto& v : verdicts) rows[{v.example, static_cast<int>(v.planted)}].push_back(&v);
   for (const auto& [key, vs] : rows) {
     const auto f = static_cast<fault>(key.second);
     int d = 0, q = 0, t = 0, tl = 0, alarms = 0;
-    std::vector<double> st;
+    std::vector<double> st, sw;
     std::map<std::string, int> reported;
     for (const auto* v : vs) {
       d += v->detected;
@@ -244,6 +247,7 @@ int main(int argc, char** argv) try {
         ++tl;
         t += *v->top1;
       }
+      if (v->steps_to_warning >= 0 && f != fault::none) sw.push_back(static_cast<double>(v->steps_to_warning));
       if (v->detected) {
         st.push_back(static_cast<double>(v->steps_to_detect));
         ++reported[v->question.substr(0, 2) + ": " + v->symptom + (v->location.empty() ? "" : " at " + v->location)];
@@ -258,8 +262,8 @@ int main(int argc, char** argv) try {
     if (f == fault::none) {
       healthy_runs += n;
       healthy_alarmed += alarms;
-      std::printf("%-18s %-22s %5d %9s %9s %8s %7s  %d run(s) with a finding at warning or above\n", key.first.c_str(),
-                  "healthy", n, "-", "-", "-", "-", alarms);
+      std::printf("%-18s %-22s %5d %9s %9s %8s %7s %7s  %d run(s) with a finding at warning or above\n", key.first.c_str(),
+                  "healthy", n, "-", "-", "-", "-", "-", alarms);
       continue;
     }
     faulted += n;
@@ -268,25 +272,31 @@ int main(int argc, char** argv) try {
     located += t;
     with_layer += tl;
     steps.insert(steps.end(), st.begin(), st.end());
+    to_warning.insert(to_warning.end(), sw.begin(), sw.end());
+    warned += static_cast<int>(sw.size());
     const std::string top = tl ? std::to_string(t) + "/" + std::to_string(tl) : "-";
-    const double m = median(st);
-    std::printf("%-18s %-22s %5d %6d/%-2d %6d/%-2d %8s %7s  %s\n", key.first.c_str(),
+    const double m = median(st), mw = median(sw);
+    std::printf("%-18s %-22s %5d %6d/%-2d %6d/%-2d %8s %7s %7s  %s\n", key.first.c_str(),
                 std::string(examples::info(f).name).c_str(), n, d, n, q, n, top.c_str(),
-                m < 0 ? "-" : std::to_string(static_cast<long long>(m)).c_str(), first.empty() ? "(nothing)" : first.c_str());
+                m < 0 ? "-" : std::to_string(static_cast<long long>(m)).c_str(),
+                mw < 0 ? "-" : std::to_string(static_cast<long long>(mw)).c_str(), first.empty() ? "(nothing)" : first.c_str());
   }
   const double recall = faulted ? static_cast<double>(detected) / faulted : 0.0;
   const double right_q = faulted ? static_cast<double>(right) / faulted : 0.0;
   const double top1 = with_layer ? static_cast<double>(located) / with_layer : 0.0;
-  const double med = median(steps);
+  const double med = median(steps), med_warning = median(to_warning);
   std::printf("\nrecall %.3f (%d/%d)  right question %.3f  top-1 localization %.3f (%d/%d)  median steps to detect %.1f\n",
               recall, detected, faulted, right_q, top1, located, with_layer, med);
+  std::printf("warned %d/%d faulted runs within the run, median %.1f steps from onset to the first warning\n", warned, faulted,
+              med_warning);
   std::printf("healthy runs %d, with a finding at warning or above: %d; findings before the onset in faulted runs: %d\n",
               healthy_runs, healthy_alarmed, before_onset);
   for (const auto& a : false_alarms) std::printf("  false alarm: %s\n", a.c_str());
   std::printf("{\"bench\":\"fault_suite\",\"quick\":%s,\"faulted_runs\":%d,\"recall\":%.4f,\"right_question\":%.4f,"
               "\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"healthy_runs\":%d,\"healthy_false_alarms\":%d,"
-              "\"false_alarms_before_onset\":%d}\n",
-              s.quick ? "true" : "false", faulted, recall, right_q, top1, med, healthy_runs, healthy_alarmed, before_onset);
+              "\"false_alarms_before_onset\":%d,\"warned_runs\":%d,\"median_steps_to_warning\":%.1f}\n",
+              s.quick ? "true" : "false", faulted, recall, right_q, top1, med, healthy_runs, healthy_alarmed, before_onset, warned,
+              med_warning);
   if (!s.check) return 0;
   const bool met = detected == faulted && right == faulted && (with_layer == 0 || top1 >= 0.9) && med <= 10.0 &&
                    healthy_alarmed == 0 && before_onset == 0;

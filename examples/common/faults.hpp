@@ -135,16 +135,18 @@ struct run_result {
   std::string example;
   run_options options;
   std::string planted_layer;  ///< "" when the fault has no layer
-  std::vector<seen_finding> findings;  ///< severity warning and above, in order
+  std::vector<seen_finding> findings;  ///< severity warning and above, and early signals at info, in order
   std::vector<double> losses;
   double seconds_per_step = 0.0;
   double monitor_seconds_per_step = 0.0;  ///< what the monitor's calls cost, per step
 };
 
-/// Keeps a run's findings of severity warning and above (the ones the targets count).
+/// Keeps the findings the targets count: severity warning and above, and early signals at info
+/// (finding::awaits_consequence: they appear at once, and become warnings with a consequence or
+/// a persistence; verdict.hpp counts them as found, never as false alarms).
 inline void keep(run_result& r, std::int64_t step, std::span<const mldiag::finding> fs) {
   for (const auto& f : fs)
-    if (f.severity >= mldiag::severity::warning) r.findings.push_back({step, f});
+    if (f.severity >= mldiag::severity::warning || f.awaits_consequence) r.findings.push_back({step, f});
 }
 
 /// Ends a run's step: the monitor's end_step(), the findings kept, the step hook, the loss.

@@ -34,6 +34,10 @@ struct verdict {
   bool detected = false, right_question = false;
   std::optional<bool> top1;  ///< only where the fault has a layer
   std::int64_t steps_to_detect = -1;
+  /// Steps from the onset to the first finding at warning or above (-1: none in the run): the
+  /// same as steps_to_detect unless the first finding was an early signal at info, which waits
+  /// for a consequence or a persistence (issue 38).
+  std::int64_t steps_to_warning = -1;
   std::string question, symptom, location, detector;
   int alarms_before_onset = 0;  ///< findings before a fault existed: false alarms too
   int healthy_alarms = 0;       ///< findings in a healthy run
@@ -66,17 +70,23 @@ struct verdict {
 /// Findings before the onset, and every finding of a healthy run, are false alarms.
 [[nodiscard]] inline verdict judge(std::span<const seen_finding> findings, const expectation& want) {
   verdict v;
+  // An early signal at info is no alarm: only warnings and above count as false alarms.
+  const auto alarm = [](const seen_finding& s) { return s.f.severity >= mldiag::severity::warning; };
   if (want.healthy) {
-    v.healthy_alarms = static_cast<int>(findings.size());
-    if (!findings.empty()) {
-      v.false_alarm = describe(findings.front());
-      v.false_alarm_detector = findings.front().f.detector;
+    for (const auto& s : findings) {
+      if (!alarm(s)) continue;
+      if (v.healthy_alarms++ == 0) {
+        v.false_alarm = describe(s);
+        v.false_alarm_detector = s.f.detector;
+      }
     }
     return v;
   }
   const seen_finding* first = nullptr;
   for (const auto& s : findings) {
+    if (s.step >= want.onset && alarm(s) && v.steps_to_warning < 0) v.steps_to_warning = s.step - want.onset;
     if (s.step < want.onset) {
+      if (!alarm(s)) continue;
       if (v.alarms_before_onset++ == 0) {
         v.false_alarm = describe(s);
         v.false_alarm_detector = s.f.detector;

@@ -61,12 +61,16 @@ int main(int argc, char** argv) try {
   const auto text = examples::lm::load_corpus(examples::lm::default_text);
   if (!force_mlp) {
     m.title = "a 4-block transformer LM (LibTorch, top-1 MoE) on " + text.source;
-    m.fault_story = "from step 100, one block's attention scores are multiplied by 50 (a scale applied twice)";
-    m.bug_variable = "attention_score_factor";
-    m.cause = "attention logits grow too large";
-    m.bug_value = 50.0;
+    // A fault that harms the run: its block's writes drown the residual stream and the loss
+    // climbs (2.69 against 2.37 at the end). (Attention scores x50, the demo's fault before issue
+    // 38, collapse a block's attention but move the loss less than its noise: an early signal
+    // at info, and a hypothesis test that can only come out inconclusive.)
+    m.fault_story = "from step 100, one block's residual branch is multiplied by 30 (a scale applied twice)";
+    m.bug_variable = "residual_branch_scale";
+    m.cause = "blocks overwrite the residual stream";
+    m.bug_value = 30.0;
     m.fixed_value = 1.0;
-    m.faulty.planted = examples::fault::attention_temperature;
+    m.faulty.planted = examples::fault::residual_scale;
     m.train = [&](const examples::run_options& o, mldiag::monitor& mon) { return examples::lm::train(o, mon, text); };
     m.settings = [&] { return examples::lm::monitor_settings(text); };
   }

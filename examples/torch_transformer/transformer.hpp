@@ -103,7 +103,8 @@ struct forward_faults {
   int attention_hot_block = -1;   ///< scores x `attention_factor` (50) in this block
   double attention_factor = 50.0;
   int router_biased_block = -1;   ///< router logit of expert 0 + 10 in this block
-  int residual_scaled_block = -1; ///< residual branch x 30 in this block
+  int residual_scaled_block = -1; ///< residual branch x `residual_factor` (30) in this block
+  double residual_factor = 30.0;
   int slow_block = -1;            ///< this block spins for `slow_seconds` (a step's time)
   double slow_seconds = 0.0;
 };
@@ -138,7 +139,7 @@ struct block_impl : torch::nn::Module {
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal.slice(0, 0, T).slice(1, 0, T), -INFINITY);
     auto attn = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, s_.d});
     auto write = proj(attn);
-    auto h = x + (index_ == f.residual_scaled_block ? 30.0 * write : write);
+    auto h = x + (index_ == f.residual_scaled_block ? f.residual_factor * write : write);
     // Feed-forward: dense ReLU MLP, or top-1 mixture of experts.
     auto u = ln2(h);
     torch::Tensor ff;
@@ -166,7 +167,7 @@ struct block_impl : torch::nn::Module {
       if (tap) tap->routers.push_back({name + ".router", logits.detach(), choice.detach()});
       ff = out.view({B, T, s_.d});
     }
-    auto y = h + (index_ == f.residual_scaled_block ? 30.0 * ff : ff);
+    auto y = h + (index_ == f.residual_scaled_block ? f.residual_factor * ff : ff);
     if (tap) {
       tap->attention.emplace_back(name + ".attn", scores.detach());
       tap->tensors.push_back({mldiag::role::residual_input, name, x.detach()});
@@ -356,6 +357,7 @@ inline run_result train(const run_options& o, mldiag::monitor& mon, const corpus
     ff.attention_factor = o.magnitude(50.0);
     ff.router_biased_block = o.active(fault::router_collapse, step) ? planted : -1;
     ff.residual_scaled_block = o.active(fault::residual_scale, step) ? planted : -1;
+    ff.residual_factor = o.magnitude(30.0);
     ff.slow_block = o.active(fault::slow_layer, step) && !o.synthetic_time ? planted : -1;
     ff.slow_seconds = before_onset.step;
     if (o.active(fault::dead_relu, step) && step == o.onset_step()) {

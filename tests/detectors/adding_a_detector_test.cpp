@@ -124,8 +124,9 @@ TEST_CASE("adding a detector: the lines docs/detectors.md shows compile and do w
   CHECK(all.size() == det::all_detectors::size + 1);
   CHECK(all.contains("loss_below_floor"));
   CHECK(mon.detector_set().contains("loss_below_floor"));
-  // Its row, written out by hand: name, question, symptom, summary, the defaults of its fields.
-  CHECK(table.find("| `loss_below_floor` | Q1 convergence | loss below its floor | a loss below the floor its task allows | "
+  // Its row, written out by hand: name, question, symptom, summary, what earns a warning (it
+  // states none: a dash), the defaults of its fields.
+  CHECK(table.find("| `loss_below_floor` | Q1 convergence | loss below its floor | a loss below the floor its task allows | — | "
                    "`floor` -inf, `sustain` 3 |\n") != std::string::npos);
   CHECK(table.find("| `loss_spike` |") != std::string::npos);
   CHECK(table.rfind("| `loss_below_floor`") > table.find("| `straggler`"));  // after the library's, in list order

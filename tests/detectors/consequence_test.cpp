@@ -69,7 +69,7 @@ TEST_CASE("consequence: the same signal becomes a warning when the loss then wor
   CHECK(!g[1].awaits_consequence);
 }
 
-TEST_CASE("consequence: validation that worsens is a consequence; a steady validation is not") {
+TEST_CASE("consequence: validation that worsens is a consequence — a steady validation is not") {
   // Validation every 50 steps: steady at 1.2, then 1.2 + 0.01 per step from step 200 (1.69 at 249).
   const auto worse = early_signal_run(290, falling_loss, [](int step) { return step < 200 ? 1.2 : 1.2 + 0.01 * (step - 200); });
   const auto g = worse.named(mldiag::symptoms::embedding_norm_growing);
@@ -111,7 +111,7 @@ long first_worse(const std::vector<double>& l) {
 
 }  // namespace
 
-TEST_CASE("harm_watch: the loss's worsening starts where the rule says, once; a non-finite loss is harm") {
+TEST_CASE("harm_watch: the loss's worsening starts where the rule says, once — a non-finite loss is harm") {
   std::vector<double> l;
   for (int i = 0; i < 400; ++i) l.push_back(falling_loss(i) * (i < 300 ? 1.0 : 1.0 + 0.004 * (i - 300)));
   mldiag::detectors::harm_watch w;

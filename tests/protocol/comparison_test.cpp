@@ -113,7 +113,7 @@ TEST_CASE("the recent loss's standard error is batch means over the summarized w
   CHECK(std::isfinite(summarize(series(20, 1.0, 0.05, 0.5, 3)).recent_loss_se));
 }
 
-TEST_CASE("batch means see the autocorrelation that sd/sqrt(n) misses; on independent losses they agree") {
+TEST_CASE("batch means see the autocorrelation that sd/sqrt(n) misses — on independent losses they agree") {
   // Averaged over 200 series so the verdict is about the estimator, not one series' luck.
   const auto ratio = [](double phi) {
     double sum = 0;
@@ -163,7 +163,7 @@ TEST_CASE("pool: the mean over runs, the spread across runs, a symptom any run r
   CHECK_THROWS_WITH_AS((void)p::pool({}), doctest::Contains("mldiag: protocol::pool: no runs to pool"), mldiag::error);
 }
 
-TEST_CASE("a symptom one seed raised makes the pooled variant not better; without that seed it is") {
+TEST_CASE("a symptom one seed raised makes the pooled variant not better — without that seed it is") {
   const auto base = run(2.0, 0.001, {"loss not decreasing"});
   const std::vector<std::string> focus{"loss not decreasing"};
   const std::vector<p::evidence_summary> seeds{run(1.5, 0.001), run(1.51, 0.001), run(1.49, 0.001, {"loss spike"})};
@@ -255,7 +255,7 @@ TEST_CASE("an inconclusive test decided by pooled seeds: the variant's share of 
   CHECK(std::move(out).confirmed().rejected().empty());
 }
 
-TEST_CASE("worse beyond the noise is a strike; the same difference inside a wide noise is not") {
+TEST_CASE("worse beyond the noise is a strike — the same difference inside a wide noise is not") {
   auto worse = testing(0.01).conclude(run(2.70, 0.01));
   REQUIRE(worse.was_rejected());
   const auto back = std::move(worse).rejected();
@@ -310,7 +310,7 @@ TEST_CASE("a verification worse beyond the noise is a strike") {
   CHECK(back.log().back().text.find("not better than the baseline: back to phase 2") == 0);
 }
 
-TEST_CASE("the flagship's 2.6108 against 2.6155, with a transformer's noise, is inconclusive; without the noise it was confirmed") {
+TEST_CASE("the flagship's 2.6108 against 2.6155, with a transformer's noise, is inconclusive — without the noise it was confirmed") {
   // The flagship transformer's last 100 losses spread about 0.12 a step, correlated from step
   // to step (its batch-means standard error 0.022). Series like them at the same two levels
   // (batch-means standard errors 0.016 and 0.017), through summarize.

@@ -216,12 +216,17 @@ def check_episodes(jsonl, gap, dom, failures):
         failures.append(f"{len(markers)} finding markers, expected one per episode with a step: {len(drawn)}")
     if len(rows) != len(episodes):
         failures.append(f"{len(rows)} findings-table rows, expected one per episode: {len(episodes)}")
+    # Episodes of one symptom at two places can start at the same step with the same count (a
+    # router at blocks.1 and one at blocks.3): as many markers as such episodes, then.
+    same = {}
     for e in drawn:
-        start = str(max(e["first"], 0))
-        hits = [m for m in markers if m.get("data-step") == start and m.get("data-symptom") == e["symptom"]
-                and m.get("data-count") == str(e["count"])]
-        if len(hits) != 1:
-            failures.append(f"episode {e['symptom']} at {start} ({e['count']} deliveries): {len(hits)} markers")
+        key = (str(max(e["first"], 0)), e["symptom"], str(e["count"]))
+        same[key] = same.get(key, 0) + 1
+    for (start, symptom, count), n in same.items():
+        hits = [m for m in markers if m.get("data-step") == start and m.get("data-symptom") == symptom
+                and m.get("data-count") == count]
+        if len(hits) != n:
+            failures.append(f"episode {symptom} at {start} ({count} deliveries): {len(hits)} markers, expected {n}")
     columns = [int(m.get("data-columns", "0")) for m in dom.by_class.get("heatmap", [])]
     points = dom.by_class.get("val-point", [])
     if val_points and (not columns or columns[0] >= steps):

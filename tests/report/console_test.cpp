@@ -160,7 +160,10 @@ TEST_CASE("console: attached to a monitor in one line, a fault held for 300 step
     (void)mon.end_step();
   }
   CAPTURE(out.str());
-  CHECK(delivered > 10);  // the detector fires at many steps...
+  // The detector fires at many steps; the monitor delivers the episode once per escalation
+  // (monitor::episode_gap)...
+  CHECK(delivered >= 1);
+  CHECK(delivered <= 2);
   std::size_t printed = 0;
   for (const auto& line : lines_of(out.str()))
     printed += line.find("exploding gradients") != std::string::npos ? 1 : 0;

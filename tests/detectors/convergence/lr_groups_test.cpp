@@ -19,7 +19,7 @@ double cosine_schedule(int step) { return 1e-3 * 0.5 * (1.0 + std::cos(3.1415926
 
 }  // namespace
 
-TEST_CASE("lr_sanity: a group's rate that jumps 100x is named; discriminative rates that differ are not a jump") {
+TEST_CASE("lr_sanity: a group's rate that jumps 100x is named — discriminative rates that differ are not a jump") {
   const auto out = lr_run(40, [](int step, mldiag::recorder& rec) {
     rec.observe(mldiag::group_learning_rate{"backbone/0", 1e-5});
     rec.observe(mldiag::group_learning_rate{"head/0", step < 20 ? 1e-3 : 1e-1});

@@ -88,7 +88,7 @@ TEST_CASE("metric_not_improving: twin — a gain that holds, with its noise, is 
   CHECK(out.empty());
 }
 
-TEST_CASE("metric_not_improving: everything gained lost is critical; a non-finite value is skipped, not read") {
+TEST_CASE("metric_not_improving: everything gained lost is critical — a non-finite value is skipped, not read") {
   const auto out = metric_run(800, true, [](int step, std::mt19937_64& rng) {
     if (step % 7 == 3) return std::numeric_limits<double>::quiet_NaN();
     const double level = step < 300 ? 0.1 + 0.7 * step / 300.0 : (step < 400 ? 0.8 : 0.05);
