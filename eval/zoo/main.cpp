@@ -180,6 +180,35 @@ settings parse(int argc, char** argv) {
   return s;
 }
 
+// Each held-out round's one and only first measurement: the fraction of its healthy runs with
+// a warning or above, when it was judged for the first time (warned, runs). Fixed once taken —
+// what a later measurement of the same round shows is the JSON line's heldoutN_* keys, a
+// figure on runs the defaults have since met. docs/accuracy.md has each round's story.
+struct first_contact_figure {
+  const char* round;
+  int warned, runs;
+};
+constexpr first_contact_figure first_contacts[] = {
+    {"heldout", 60, 150}, {"heldout2", 5, 75},  {"heldout3", 15, 75}, {"heldout4", 1, 81},   {"heldout5", 39, 81},
+    {"heldout6", 22, 81}, {"heldout7", 23, 81}, {"heldout8", 25, 81}, {"heldout9", 13, 108},
+};
+
+// "first_contact_heldout":0.4000,... and their total, for the JSON line.
+std::string first_contact_json() {
+  std::string out;
+  int warned = 0, runs = 0;
+  char buffer[96];
+  for (const auto& f : first_contacts) {
+    std::snprintf(buffer, sizeof buffer, "%s\"first_contact_%s\":%.4f", out.empty() ? "" : ",", f.round,
+                  static_cast<double>(f.warned) / f.runs);
+    out += buffer;
+    warned += f.warned;
+    runs += f.runs;
+  }
+  std::snprintf(buffer, sizeof buffer, ",\"first_contact_warned\":%d,\"first_contact_runs\":%d", warned, runs);
+  return out + buffer;
+}
+
 // One thread per run: LibTorch's own (OpenMP, a per-thread setting, so every worker sets it)
 // and OpenBLAS's pthreads, which LibTorch does not control. Two runs each spinning OpenBLAS's
 // threads on 2 cores took 25 s where one thread took 4 s (the LSTM quick run, 2026-12-01).
@@ -609,14 +638,14 @@ int main(int argc, char** argv) try {
               "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
               "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
               "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f,"
-              "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f,\"heldout9_recall\":%.4f}\n",
+              "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f,\"heldout9_recall\":%.4f,%s}\n",
               s.quick ? "true" : "false", cpu_json.c_str(), hw_threads, static_cast<int>(zoo::families.size()),
               healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
               split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
               split_alarmed[5], split_runs[6], split_alarmed[6], split_runs[7], split_alarmed[7], split_runs[8],
               split_alarmed[8], split_runs[9], split_alarmed[9], faulted, fair_runs, recall, right_q, top1, med,
               held_recall, held2_recall, held3_recall, held4_recall, held5_recall, held6_recall, held7_recall,
-              held8_recall, held9_recall);
+              held8_recall, held9_recall, first_contact_json().c_str());
   std::fflush(stdout);
   if (!s.check) return 0;
   const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&
