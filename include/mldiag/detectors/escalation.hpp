@@ -73,7 +73,6 @@ struct grounds {
   else if (g.awaits_consequence)
     add(g.horizon > 0 ? "no consequence yet; a warning when one follows, or after " + std::to_string(g.horizon) + " observations"
                       : "no consequence yet; a warning when one follows");
-  else if (g.horizon > 0 && g.held >= g.horizon) add("held " + std::to_string(g.held) + " of " + std::to_string(g.horizon) + " observations");
   else add("no consequence yet");
   if (s == severity::critical && !g.unambiguous) add("at or above its critical line");
   add(g.note);

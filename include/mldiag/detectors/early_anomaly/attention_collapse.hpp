@@ -43,7 +43,7 @@ class attention_collapse {
   attention_collapse() : attention_collapse(config{}) {}
   explicit attention_collapse(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"attention_collapse", question::early_anomaly, {symptoms::attention_entropy_collapse}, "attention rows that are nearly one-hot", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
+  static constexpr detector_info about{"attention_collapse", question::early_anomaly, {symptoms::attention_entropy_collapse}, "attention rows that are nearly one-hot", {.consequence = "info until harm follows within 500 steps (the loss or validation worsens, or the loss turns non-finite) or it lasts persist (100) observations"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     double lowest = 1.0;

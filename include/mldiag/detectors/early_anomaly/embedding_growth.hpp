@@ -56,7 +56,7 @@ class embedding_growth {
   embedding_growth() : embedding_growth(config{}) {}
   explicit embedding_growth(config c) : c_(std::move(c)), embedding_(c_.tag) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}, "embedding norms growing without bound", {.restarts_on_change = true, .consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
+  static constexpr detector_info about{"embedding_growth", question::early_anomaly, {symptoms::embedding_norm_growing}, "embedding norms growing without bound", {.restarts_on_change = true, .consequence = "info until harm follows within 500 steps (the loss or validation worsens, or the loss turns non-finite) or it lasts persist (100) observations"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     for (const auto& p : o.now.parameters) {

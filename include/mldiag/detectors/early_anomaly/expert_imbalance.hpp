@@ -62,7 +62,7 @@ class expert_imbalance {
   expert_imbalance() : expert_imbalance(config{}) {}
   explicit expert_imbalance(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"expert_imbalance", question::early_anomaly, {symptoms::expert_load_imbalance}, "a mixture-of-experts router that collapses, starves or overloads its experts", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
+  static constexpr detector_info about{"expert_imbalance", question::early_anomaly, {symptoms::expert_load_imbalance}, "a mixture-of-experts router that collapses, starves or overloads its experts", {.consequence = "info until harm follows within 500 steps (the loss or validation worsens, or the loss turns non-finite) or it lasts persist (100) observations"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (!o.now.routers.empty() && seen_ < c_.warmup) {

@@ -38,7 +38,7 @@ class parameter_drift {
   parameter_drift() : parameter_drift(config{}) {}
   explicit parameter_drift(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}, "parameters that have drifted as far from their initialization as their own norm", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
+  static constexpr detector_info about{"parameter_drift", question::early_anomaly, {symptoms::parameter_drift}, "parameters that have drifted as far from their initialization as their own norm", {.consequence = "info until harm follows within 500 steps (the loss or validation worsens, or the loss turns non-finite) or it lasts persist (100) observations"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (fired_.size() < o.names.size()) fired_.resize(o.names.size()), lasting_.resize(o.names.size());  // new names only

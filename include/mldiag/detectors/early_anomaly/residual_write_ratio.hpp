@@ -49,7 +49,7 @@ class residual_write_ratio {
   residual_write_ratio() : residual_write_ratio(config{}) {}
   explicit residual_write_ratio(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"residual_write_ratio", question::early_anomaly, {symptoms::residual_write_ratio_too_large}, "blocks that write more into the residual stream than it carries", {.consequence = "info until harm follows within 500 steps: the loss or validation worsens, or the loss turns non-finite"}};
+  static constexpr detector_info about{"residual_write_ratio", question::early_anomaly, {symptoms::residual_write_ratio_too_large}, "blocks that write more into the residual stream than it carries", {.consequence = "info until harm follows within 500 steps (the loss or validation worsens, or the loss turns non-finite) or it lasts persist (100) observations"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (inputs_.size() < o.names.size()) inputs_.resize(o.names.size());  // new names only
