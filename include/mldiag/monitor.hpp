@@ -156,6 +156,9 @@ class monitor {
     requires requires(recorder& r, A&&... a) { r.observe(std::forward<A>(a)...); }
   void observe(A&&... a) {
     ensure_open();
+    if constexpr (sizeof...(A) == 2) {
+      if (repeated_loss(a...)) return;
+    }
     recorder_.observe(std::forward<A>(a)...);
   }
   /// The row entropy of logits (`[..., row_len]`, -inf entries masked: attention scores
@@ -246,6 +249,9 @@ class monitor {
   monitor& operator=(monitor&&) = default;
   ~monitor();
 
+  /// Steps a convergence finding that waits for the progress metric (`objective::not_progress`)
+  /// must keep recurring before it is a warning without a consequence.
+  static constexpr std::int64_t progress_persist = 100;
   /// Steps after a run-breaking event was last seen during which later findings are still
   /// marked as its consequences (finding::consequence_of).
   static constexpr std::int64_t consequence_horizon = 100;
@@ -291,6 +297,20 @@ class monitor {
   void ensure_open() {
     if (!open_) begin_step(next_step_);
   }
+  // task::line_search: L-BFGS evaluates the loss at trial points after the step's own; the
+  // first loss of a step is the loss at its parameters (what LBFGS::step returns).
+  template <class S, class V>
+  [[nodiscard]] bool repeated_loss(const S& s, const V&) const {
+    if constexpr (std::is_same_v<std::remove_cvref_t<S>, scalar>)
+      return s == scalar::loss && config_.task.line_search && recorder_.current().loss.has_value();
+    else return false;
+  }
+  // objective::not_progress: a convergence warning read from the loss's or the gradients'
+  // own numbers waits for the progress metric's harm (or lasts progress_persist steps).
+  void await_progress(std::int64_t step, std::size_t from);
+  // A progress metric's own verdict this step (metric_not_improving at warning or above), in
+  // words: harm for what waits.
+  [[nodiscard]] std::string progress_verdict(std::size_t from) const;
   // A critical non-finite value or a lost loss breaks the run: what other detectors report
   // from that step on (while it was seen in the last consequence_horizon steps) is downstream
   // of it — vanishing gradients from the zeros left in NaN gradients, an update ratio of NaN
@@ -312,7 +332,9 @@ class monitor {
     std::string detector, symptom, place;
     std::int64_t last = -1;
     severity top = severity::info;
+    std::int64_t first = -1;
   };
+  [[nodiscard]] const episode_state* episode_of(const finding& f) const;
   std::vector<episode_state> episodes_;
   // Findings delivered at info that wait for a consequence, and what counts as one.
   void escalate_awaiting(std::int64_t step, const std::string& harm);
@@ -341,7 +363,7 @@ static_assert(observer<monitor>);
 // The monitor's costly members: inline, or compiled once (core/compiled.hpp).
 #if MLDIAG_DEFINE_COMPILED
 MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c)
-    : harm_(c.task.objective == objective::minimized), config_(std::move(c)), recorder_(config_.history) {
+    : harm_(c.task.objective == objective::minimized, !(c.task.loss_floor && std::isinf(*c.task.loss_floor))), config_(std::move(c)), recorder_(config_.history) {
   const task& t = config_.task;
   if (t.max_grad_norm && (!std::isfinite(*t.max_grad_norm) || *t.max_grad_norm <= 0.0))
     throw error("task::max_grad_norm is " + std::to_string(*t.max_grad_norm) +
@@ -350,9 +372,11 @@ MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c)
   if (t.chance_loss && !(std::isfinite(*t.chance_loss) && *t.chance_loss > 0.0))
     throw error("task::chance_loss is " + std::to_string(*t.chance_loss) +
                 ": give the positive loss of an uninformed model (ln(batch) for an in-batch contrastive loss), or leave it unset");
-  if (t.loss_floor && !std::isfinite(*t.loss_floor))
-    throw error("task::loss_floor is not finite: give the lowest loss the objective can reach, or leave it unset");
+  if (t.loss_floor && !std::isfinite(*t.loss_floor) && *t.loss_floor != no_lower_bound)
+    throw error("task::loss_floor is " + std::to_string(*t.loss_floor) +
+                ": give the lowest loss the objective can reach, mldiag::no_lower_bound for a loss without one, or leave it unset");
   const bool loss_is_progress = t.objective == objective::minimized;
+  const bool bounded = !(t.loss_floor && *t.loss_floor == no_lower_bound);
   std::vector<detector_entry> entries = config_.detectors;
   if (entries.empty()) {
     for (std::size_t i = 0; i < detectors::detector_infos.size(); ++i) {
@@ -377,7 +401,9 @@ MLDIAG_COMPILED_INLINE monitor::monitor(monitor_config c)
     if (e.name == "divergence" && !loss_is_progress) tell(e, "loss_is_progress", false);
     if (e.name == "train_val_gap" && t.validation_unlike_training) tell(e, "trend", true);
     if ((e.name == "initial_loss" || e.name == "chance_level") && t.chance_loss) tell(e, "chance", *t.chance_loss);
-    if (e.name == "loss_not_decreasing" && t.loss_floor) tell(e, "floor", *t.loss_floor);
+    if (e.name == "loss_not_decreasing" && t.loss_floor && bounded) tell(e, "floor", *t.loss_floor);
+    if (!bounded) tell(e, "bounded_loss", false);
+    if (t.line_search) tell(e, "stops_at_tolerance", true);
     add(detectors::make_detector(e.name, e.parameters));
   }
   step_findings_.reserve(16);
@@ -393,6 +419,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::observe_evaluation(std:
   const snapshot& at = recorder_.record_evaluation(step, val_loss);
   step_findings_.clear();
   detectors_.observe_evaluation({at, recorder_.past(), recorder_.names()}, step_findings_);
+  await_progress(step, 0);
   escalate_awaiting(step, harm_.validation(val_loss));
   apply_declarations(0);
   for (auto& s : reports_) s->on_evaluation(at, recorder_.names());
@@ -415,7 +442,10 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   for (auto& f : pending_) step_findings_.push_back(std::move(f));
   pending_.clear();
   mark_consequences(now.step, from);
-  escalate_awaiting(now.step, harm_.observe(now, recorder_.names()));
+  await_progress(now.step, from);
+  std::string harm = harm_.observe(now, recorder_.names());
+  if (const std::string verdict = progress_verdict(from); !verdict.empty()) harm += harm.empty() ? verdict : "; " + verdict;
+  escalate_awaiting(now.step, harm);
   apply_declarations(from);
   drop_repeats(now.step, from);
   for (auto& s : reports_) s->on_step(now, recorder_.names());
@@ -541,6 +571,46 @@ MLDIAG_COMPILED_INLINE void monitor::escalate_awaiting(std::int64_t step, const 
   awaiting_.clear();
 }
 
+MLDIAG_COMPILED_INLINE const monitor::episode_state* monitor::episode_of(const finding& f) const {
+  const std::string_view place = f.where.empty() ? std::string_view() : std::string_view(f.where.front().first);
+  for (const auto& x : episodes_)
+    if (x.detector == f.detector && x.symptom == f.symptom && x.place == place) return &x;
+  return nullptr;
+}
+
+MLDIAG_COMPILED_INLINE void monitor::await_progress(std::int64_t step, std::size_t from) {
+  if (config_.task.objective == objective::minimized) return;
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    finding& f = step_findings_[i];
+    // Critical stays immediate; the progress metric's own verdict is the consequence itself.
+    if (f.question != question::convergence || f.severity != severity::warning || f.is_consequence() ||
+        f.detector == std::string_view("metric_not_improving"))
+      continue;
+    const episode_state* e = episode_of(f);
+    if (e != nullptr && step - e->last <= episode_gap && step - e->first >= progress_persist) {
+      f.why += (f.why.empty() ? "" : "; ") + std::string("recurring for ") + std::to_string(step - e->first) + " steps";
+      continue;
+    }
+    f.severity = severity::info;
+    f.awaits_consequence = true;
+    f.why = "the loss is not a progress measure (declared): a warning when the progress metric worsens or stops "
+            "improving, or after " + std::to_string(progress_persist) + " steps" + (f.why.empty() ? "" : "; was: " + f.why);
+  }
+}
+
+MLDIAG_COMPILED_INLINE std::string monitor::progress_verdict(std::size_t from) const {
+  std::string verdict;
+  for (std::size_t i = from; i < step_findings_.size(); ++i) {
+    const finding& f = step_findings_[i];
+    if (f.detector != std::string_view("metric_not_improving") || f.severity < severity::warning) continue;
+    const episode_state* e = episode_of(f);
+    if (e != nullptr && e->top >= f.severity) continue;  // an ongoing verdict was harm when it started
+    verdict += (verdict.empty() ? "" : "; ") + std::string(f.symptom) +
+               (f.where.empty() ? std::string() : " (" + f.where.front().first + ")");
+  }
+  return verdict;
+}
+
 MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t from) {
   std::size_t kept = from;
   for (std::size_t i = from; i < step_findings_.size(); ++i) {
@@ -552,10 +622,11 @@ MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t
     const bool ongoing = e != nullptr && e->last >= 0 && step - e->last <= episode_gap;
     bool deliver = true;
     if (e == nullptr) {
-      episodes_.push_back({f.detector, f.symptom, std::string(place), step, f.severity});
+      episodes_.push_back({f.detector, f.symptom, std::string(place), step, f.severity, step});
     } else {
       deliver = !ongoing || f.severity > e->top;
       e->top = ongoing ? std::max(e->top, f.severity) : f.severity;
+      if (!ongoing) e->first = step;
       e->last = step;
     }
     if (deliver) {

@@ -138,3 +138,28 @@ TEST_CASE("harm_watch: the loss's worsening starts where the rule says, once —
   }
   CHECK(harms == 1);
 }
+
+TEST_CASE("harm_watch: a loss with no lower bound is judged by the share of its gain, not by its level near 0") {
+  // Falls 3 -> -0.01 (a gain of about 3) and rises back by `rise`: 0.06 is 2% of the gain (no
+  // harm), though 6x the best level's magnitude; 0.5 is 17% of it (harm).
+  for (const double rise : {0.06, 0.5}) {
+    std::vector<double> l;
+    for (int i = 0; i < 400; ++i) l.push_back(-0.01 + 3.0 * std::exp(-i / 30.0) + (i >= 300 ? rise : 0.0) + 0.001 * ((i * 7) % 5 - 2));
+    mldiag::detectors::harm_watch unbounded(true, false), bounded;
+    mldiag::recorder rec(4);
+    std::string said_unbounded, said_bounded;
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      rec.begin_step(static_cast<std::int64_t>(i));
+      rec.observe(mldiag::scalar::loss, l[i]);
+      const auto& s = rec.end_step();
+      said_unbounded += unbounded.observe(s, rec.names());
+      said_bounded += bounded.observe(s, rec.names());
+    }
+    CHECK(!said_bounded.empty());  // the level's 10% line: crossed by both
+    if (rise < 0.1) {
+      CHECK(said_unbounded.empty());
+    } else {
+      CHECK(said_unbounded.find("of its gain") != std::string::npos);
+    }
+  }
+}

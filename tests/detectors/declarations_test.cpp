@@ -6,8 +6,11 @@
 #include "mldiag/monitor.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -282,5 +285,189 @@ TEST_CASE("declarations: a loss floor above 0") {
   SUBCASE("declared at 0.91: the same fall is half the way to the floor") {
     mldiag::monitor mon({.task = {.loss_floor = 0.91}});
     CHECK(smoothed(mon).named(mldiag::symptoms::loss_not_decreasing).empty());
+  }
+}
+
+namespace {
+
+// A surrogate loss constant from the start (no tensors recorded: constant_loss's warning
+// "nothing is being trained"), beside a progress metric that climbs, stays flat, or climbs and
+// then loses its gain from step 150.
+enum class metric_path { climbs, flat, climbs_then_falls };
+delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 300, [&](int step, mldiag::monitor& m) {
+    m.observe(mldiag::scalar::loss, 0.5);
+    double r = 0.2;
+    if (path == metric_path::climbs) r = 1.0 - 0.8 * std::exp(-step / 60.0);
+    if (path == metric_path::climbs_then_falls) r = step < 150 ? 1.0 - 0.8 * std::exp(-step / 60.0) : 0.2;
+    m.observe_metric("return", r + 0.01 * noise(rng), true);
+  });
+}
+
+// A detector of the user's own that states a convergence warning on every step of [from, to).
+struct warns_between {
+  std::int64_t from, to;
+  [[nodiscard]] std::string_view name() const { return "warns_between"; }
+  void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) const {
+    if (o.now.step < from || o.now.step >= to) return;
+    out.push_back(mldiag::detectors::escalate(
+        mldiag::make_finding(mldiag::question::convergence, mldiag::symptoms::vanishing_gradients, severity::info, o.now.step, name()),
+        {.harm = true}));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("declarations: with a loss that is not a progress measure, a convergence warning waits for the progress metric") {
+  const mldiag::monitor_config surrogate{.task = {.objective = mldiag::objective::not_progress}};
+  SUBCASE("twin: not declared, a constant loss is a warning at once") {
+    mldiag::monitor mon;
+    const auto c = constant_surrogate(mon, metric_path::climbs).named(mldiag::symptoms::loss_constant_from_start);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].severity == severity::warning);
+  }
+  SUBCASE("declared, with the return climbing: info that waits, never a warning") {
+    mldiag::monitor mon(surrogate);
+    const auto d = constant_surrogate(mon, metric_path::climbs);
+    const auto c = d.named(mldiag::symptoms::loss_constant_from_start);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].severity == severity::info);
+    CHECK(c[0].awaits_consequence);
+    CHECK(c[0].why.starts_with("the loss is not a progress measure (declared)"));
+    CHECK(!any_warning(d));
+  }
+  SUBCASE("declared, the return losing its gain at step 150 makes it a warning, once") {
+    mldiag::monitor mon(surrogate);
+    const auto c = constant_surrogate(mon, metric_path::climbs_then_falls).named(mldiag::symptoms::loss_constant_from_start);
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].severity == severity::info);
+    CHECK(c[1].severity == severity::warning);
+    CHECK(c[1].why.find("return") != std::string::npos);
+    CHECK(c[1].last_step >= 150);
+  }
+  SUBCASE("declared, a return that never improves (the metric's own verdict) makes it a warning") {
+    mldiag::monitor mon(surrogate);
+    const auto d = constant_surrogate(mon, metric_path::flat);
+    const auto stalled = d.named(mldiag::symptoms::progress_not_improving);
+    REQUIRE(stalled.size() == 1);
+    const auto c = d.named(mldiag::symptoms::loss_constant_from_start);
+    REQUIRE(c.size() == 2);
+    CHECK(c[1].severity == severity::warning);
+    CHECK(c[1].last_step == stalled[0].last_step);
+    CHECK(c[1].why.find(std::string(mldiag::symptoms::progress_not_improving.text)) != std::string::npos);
+  }
+  SUBCASE("declared, a warning that recurs for 100 steps stands by persistence; its twin that stops at 70 does not") {
+    for (const std::int64_t to : {std::int64_t{300}, std::int64_t{120}}) {
+      mldiag::monitor mon(surrogate);
+      mon.add(warns_between{50, to});
+      const auto d = constant_surrogate(mon, metric_path::climbs).named(mldiag::symptoms::vanishing_gradients);
+      REQUIRE(!d.empty());
+      CHECK(d[0].severity == severity::info);
+      CHECK(d[0].first_step == 50);
+      if (to == 300) {
+        REQUIRE(d.size() == 2);
+        CHECK(d[1].severity == severity::warning);
+        CHECK(d[1].last_step == 50 + mldiag::monitor::progress_persist);
+        CHECK(d[1].why.find("recurring for 100 steps") != std::string::npos);
+      } else {
+        CHECK(d.size() == 1);
+      }
+    }
+  }
+}
+
+namespace {
+
+// L-BFGS as LibTorch runs it: the closure evaluates the loss at the step's parameters, then at
+// trial points (here 4x higher); from step `stop` the optimizer has met its tolerance and moves
+// nothing while the gradients stay non-zero. `one_left` freezes only "b" from `stop` on.
+delivered line_search_run(mldiag::monitor& mon, int stop, bool one_left) {
+  std::vector<float> w(64), b(64), g(64, 0.01f);
+  return mldiag_test::run_monitor(mon, 80, [&](int step, mldiag::monitor& m) {
+    const int moved_w = one_left ? step : std::min(step, stop), moved_b = std::min(step, stop);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<float>(0.5 + 0.001 * moved_w) * (i % 2 ? 1.0f : -1.0f);
+      b[i] = static_cast<float>(0.2 - 0.001 * moved_b);
+    }
+    const double loss = 0.3 + std::exp(-std::min(step, stop) / 10.0);
+    for (int evaluation = 0; evaluation < 3; ++evaluation) m.observe(mldiag::scalar::loss, evaluation == 0 ? loss : 4.0 * loss);
+    m.observe(mldiag::role::gradient, "w", g);
+    m.observe(mldiag::role::gradient, "b", g);
+    m.observe(mldiag::role::parameter, "w", w);
+    m.observe(mldiag::role::parameter, "b", b);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: an optimizer that evaluates the loss several times a step and stops at its tolerance") {
+  SUBCASE("declared: the step's loss is its first evaluation, and stopping everywhere at once is info") {
+    mldiag::monitor mon({.task = {.full_batch = true, .line_search = true}});
+    const auto d = line_search_run(mon, 40, false);
+    REQUIRE(mon.evidence().past().back().loss.has_value());
+    CHECK(*mon.evidence().past().back().loss == doctest::Approx(0.3 + std::exp(-4.0)));
+    const auto frozen = d.named(mldiag::symptoms::frozen_parameters);
+    REQUIRE(frozen.size() == 2);  // w and b
+    for (const auto& f : frozen) {
+      CHECK(f.severity == severity::info);
+      CHECK(f.why.find("met its tolerance") != std::string::npos);
+    }
+    CHECK(!any_warning(d));
+  }
+  SUBCASE("twin: not declared, the last evaluation is kept and the stop is frozen parameters") {
+    mldiag::monitor mon({.task = {.full_batch = true}});
+    const auto d = line_search_run(mon, 40, false);
+    CHECK(*mon.evidence().past().back().loss == doctest::Approx(4.0 * (0.3 + std::exp(-4.0))));
+    const auto frozen = d.named(mldiag::symptoms::frozen_parameters);
+    REQUIRE(frozen.size() == 2);
+    CHECK(frozen[0].severity == severity::warning);
+  }
+  SUBCASE("twin: declared, one tensor left behind while the other moves is still frozen") {
+    mldiag::monitor mon({.task = {.full_batch = true, .line_search = true}});
+    const auto frozen = line_search_run(mon, 40, true).named(mldiag::symptoms::frozen_parameters);
+    REQUIRE(frozen.size() == 1);
+    CHECK(frozen[0].where.at(0).first == "param/b");
+    CHECK(frozen[0].severity == severity::warning);
+  }
+}
+
+namespace {
+
+// Learned uncertainty weights: the loss falls 3 -> -1 through 0 with noise 0.05, and one
+// batch pair at step 150 (a level near 0) sits 3 above its neighbours.
+delivered through_zero(mldiag::monitor& mon) {
+  std::mt19937_64 rng(23);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  return mldiag_test::run_monitor(mon, 300, [&](int step, mldiag::monitor& m) {
+    const double level = -1.0 + 4.0 * std::exp(-step / 100.0);
+    m.observe(mldiag::scalar::loss, level + 0.05 * noise(rng) + (step == 150 || step == 151 ? 3.0 : 0.0));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a loss with no lower bound") {
+  SUBCASE("twin: not declared, a rise of 3 near 0 reads as a spike many times the median") {
+    mldiag::monitor mon;
+    const auto s = through_zero(mon).named(mldiag::symptoms::loss_spike);
+    REQUIRE(!s.empty());
+    CHECK(s[0].severity >= severity::warning);
+    double ratio = 0.0;
+    for (const auto& [key, v] : s[0].evidence)
+      if (key == "ratio_to_median") ratio = v;
+    CHECK(ratio > 5.0);
+  }
+  SUBCASE("declared: the level's ratios stand aside") {
+    mldiag::monitor mon({.task = {.loss_floor = mldiag::no_lower_bound}});
+    const auto d = through_zero(mon);
+    CHECK(d.named(mldiag::symptoms::loss_spike).empty());
+    CHECK(!any_warning(d));
+  }
+  SUBCASE("a floor that is not a number, or +inf, is refused") {
+    CHECK_THROWS_WITH(mldiag::monitor({.task = {.loss_floor = std::numeric_limits<double>::infinity()}}),
+                      doctest::Contains("mldiag::no_lower_bound"));
+    CHECK_THROWS_WITH(mldiag::monitor({.task = {.loss_floor = std::nan("")}}), doctest::Contains("mldiag:"));
   }
 }

@@ -22,9 +22,11 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// reported on the step it starts:
 /// - **progress worsens**: the mean of the last `window` (20) losses (where the loss is the
 ///   progress measure) at least `worsen_fraction` (10%) above the lowest such mean of the run
-///   and `worsen_standard_errors` (3) of the window's standard errors above it; for a progress
-///   metric (`observe_metric`), the window's mean has lost that fraction of what it gained
-///   since its first window, by as many standard errors;
+///   and `worsen_standard_errors` (3) of the window's standard errors above it (for a loss with
+///   no lower bound, whose level can be 0 or below, 10% of what it gained since its first
+///   window, as for a metric); for a progress metric (`observe_metric`), the window's mean
+///   has lost that fraction of what it gained since its first window, by as many standard
+///   errors, of a gain of at least twice as many (a flat metric's gain is chance);
 /// - **validation worsens**: a validation loss `val_worsen_fraction` (5%) above the best one
 ///   before it;
 /// - **values turn non-finite**: a NaN or Inf loss.
@@ -38,9 +40,10 @@ class harm_watch {
     double worsen_standard_errors = 3.0;
     double val_worsen_fraction = 0.05;
   };
-  explicit harm_watch(bool loss_is_progress = true) : harm_watch(loss_is_progress, config{}) {}
-  harm_watch(bool loss_is_progress, config c)
-      : c_(c), loss_is_progress_(loss_is_progress), losses_(std::max<std::size_t>(c.window, 3)) {}
+  explicit harm_watch(bool loss_is_progress = true, bool loss_bounded = true)
+      : harm_watch(loss_is_progress, loss_bounded, config{}) {}
+  harm_watch(bool loss_is_progress, bool loss_bounded, config c)
+      : c_(c), loss_is_progress_(loss_is_progress), loss_bounded_(loss_bounded), losses_(std::max<std::size_t>(c.window, 3)) {}
 
   /// The harm that starts at this step, in words; empty when none does.
   [[nodiscard]] std::string observe(const snapshot& s, const name_table& names) {
@@ -55,13 +58,16 @@ class harm_watch {
         losses_.push(*s.loss);
         if (losses_.full()) {
           const double now = losses_.mean();
+          if (std::isnan(first_loss_)) first_loss_ = now;
           best_loss_ = std::min(best_loss_, now);
           const double se = losses_.stddev() / std::sqrt(static_cast<double>(losses_.size()));
-          const bool worse = now - best_loss_ >= c_.worsen_fraction * std::fabs(best_loss_) &&
+          // A level with no floor under it (0 or below) gives no fraction: the gain does.
+          const double scale = loss_bounded_ ? std::fabs(best_loss_) : first_loss_ - best_loss_;
+          const bool worse = (loss_bounded_ || scale >= 2.0 * c_.worsen_standard_errors * se) && now - best_loss_ >= c_.worsen_fraction * scale &&
                              now - best_loss_ >= c_.worsen_standard_errors * se && now > best_loss_;
           if (worse && !loss_worse_)
-            add("the loss's mean of " + std::to_string(losses_.size()) + " rose " + percent(now / best_loss_ - 1.0) +
-                " above its best");
+            add(loss_bounded_ ? "the loss's mean of " + std::to_string(losses_.size()) + " rose " + percent(now / best_loss_ - 1.0) + " above its best"
+                              : "the loss's mean of " + std::to_string(losses_.size()) + " lost " + percent((now - best_loss_) / scale) + " of its gain");
           loss_worse_ = worse;
         }
       }
@@ -77,7 +83,10 @@ class harm_watch {
       t.best = std::max(t.best, now);
       const double gained = t.best - t.first, lost = t.best - now;
       const double se = t.values.stddev() / std::sqrt(static_cast<double>(t.values.size()));
-      const bool worse = gained > 0.0 && lost >= c_.worsen_fraction * gained && lost >= c_.worsen_standard_errors * se;
+      // A gain inside twice the noise line is chance: the best of many windows of a flat, noisy
+      // metric stands a few standard errors above its first by selection alone.
+      const bool worse = gained >= 2.0 * c_.worsen_standard_errors * se && lost >= c_.worsen_fraction * gained &&
+                         lost >= c_.worsen_standard_errors * se;
       if (worse && !t.worse) add("the progress metric " + std::string(names[m.id]) + " lost " + percent(lost / gained) + " of its gain");
       t.worse = worse;
     }
@@ -117,9 +126,10 @@ class harm_watch {
   static std::string percent(double fraction) { return std::to_string(static_cast<long long>(std::lround(100.0 * fraction))) + "%"; }
 
   config c_;
-  bool loss_is_progress_;
+  bool loss_is_progress_, loss_bounded_;
   signals::window losses_;
   double best_loss_ = std::numeric_limits<double>::infinity();
+  double first_loss_ = std::numeric_limits<double>::quiet_NaN();
   double best_val_ = std::numeric_limits<double>::infinity();
   bool loss_worse_ = false, val_worse_ = false, non_finite_ = false;
   std::vector<metric> metrics_;

@@ -50,8 +50,17 @@ struct task {
   /// contrastive loss, any other declared level. initial_loss and chance_level judge against it.
   std::optional<double> chance_loss = {};
   /// The lowest loss the objective can reach when it is not 0 (label smoothing, mixup's soft
-  /// targets): loss_not_decreasing measures progress toward it.
+  /// targets): loss_not_decreasing measures progress toward it. `no_lower_bound` for a loss
+  /// that has none (learned uncertainty weights, a Gaussian log-likelihood, a Wasserstein
+  /// estimate): the loss may then cross 0, and the checks that read a rise as a ratio to the
+  /// loss's level (loss_spike, the harm that escalates early signals) read it in the loss's
+  /// own noise and in the share of its progress instead.
   std::optional<double> loss_floor = {};
+  /// The optimizer evaluates the loss several times a step and stops moving once it meets its
+  /// tolerance (L-BFGS, any line search): the monitor keeps the first loss observed in a step
+  /// (the loss at the step's parameters, what `LBFGS::step` returns), and
+  /// every parameter unchanged at once is the optimizer's convergence, not a frozen tensor.
+  bool line_search = false;
   /// The labels' range in the data, checked against `classes`.
   std::optional<std::int64_t> label_min = {}, label_max = {};
   bool fp16 = false;

@@ -8,6 +8,7 @@
 // Standard library only: the recorder, the reports and the tool read these names.
 #include <array>
 #include <cstdint>
+#include <limits>  // no_lower_bound
 #include <optional>
 #include <string_view>
 
@@ -20,6 +21,12 @@ namespace mldiag::inline MLDIAG_ABI {
 /// loss then stand aside, and the convergence verdicts read the progress metrics the run
 /// records (`monitor::observe_metric`).
 enum class objective : std::uint8_t { minimized, not_progress };
+
+/// `task::loss_floor` for a loss with no lower bound (learned uncertainty weights, a Gaussian
+/// negative log-likelihood, a Wasserstein critic's estimate).
+///
+/// **Example**: `mldiag::monitor mon({.task = {.loss_floor = mldiag::no_lower_bound}});`
+inline constexpr double no_lower_bound = -std::numeric_limits<double>::infinity();
 
 [[nodiscard]] constexpr std::string_view name(objective o) noexcept {
   return o == objective::not_progress ? "not_progress" : "minimized";

@@ -53,6 +53,10 @@ class divergence {
     /// Whether a climb of the loss is judged (the sustained increase). Off when the loss is not
     /// a progress measure (task::objective): the monitor sets it; the other two checks stay.
     bool loss_is_progress = true;
+    /// The loss has a lower bound, so its climbs read as ratios of its level. Off for
+    /// `task::loss_floor = no_lower_bound` (the monitor sets it): the climb and the far-above-best
+    /// checks stand aside, the lost loss value and the scaler's halvings stay.
+    bool bounded_loss = true;
     std::size_t best_window = 20;
     double above_best = 4.0;
     double above_best_critical = 10.0;
@@ -70,6 +74,7 @@ class divergence {
           field<config>{"min_mads", &config::min_mads},
           field<config>{"max_last_share", &config::max_last_share},
           field<config>{"loss_is_progress", &config::loss_is_progress},
+          field<config>{"bounded_loss", &config::bounded_loss},
           field<config>{"best_window", &config::best_window},
           field<config>{"above_best", &config::above_best},
           field<config>{"above_best_critical", &config::above_best_critical}};
@@ -93,7 +98,7 @@ class divergence {
                          {{"steps_with_loss_before", 1.0}}));
       return;
     }
-    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress) {
+    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress && c_.bounded_loss) {
       if (losses_.full()) baseline_.push(losses_[0]);  // what leaves the recent run joins the baseline
       losses_.push(*s.loss);
       if (losses_.full() && !baseline_.empty()) {
@@ -118,7 +123,7 @@ class divergence {
         }
       }
     }
-    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress) above_best(o, *s.loss, out);
+    if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress && c_.bounded_loss) above_best(o, *s.loss, out);
     if (!s.loss_scale || !std::isfinite(*s.loss_scale)) return;
     scales_.push(*s.loss_scale);
     std::size_t halved = 0;

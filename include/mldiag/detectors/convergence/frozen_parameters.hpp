@@ -28,11 +28,16 @@ class frozen_parameters {
   struct config {
     std::size_t steps = 3;
     double min_gradient = 1e-6;  ///< lr x max |gradient| (max |gradient| without lr) over max |parameter| below which a gradient is none
+    /// The optimizer stops moving once it meets its tolerance (L-BFGS; the monitor sets it for
+    /// `task::line_search`): every parameter unchanged at once is its convergence (info), one
+    /// tensor left behind while others move is still frozen.
+    bool stops_at_tolerance = false;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
           field<config>{"steps", &config::steps},
-          field<config>{"min_gradient", &config::min_gradient}};
+          field<config>{"min_gradient", &config::min_gradient},
+          field<config>{"stops_at_tolerance", &config::stops_at_tolerance}};
     }
   };
   frozen_parameters() : frozen_parameters(config{}) {}
@@ -53,6 +58,11 @@ class frozen_parameters {
     const double scale = o.now.lr && std::isfinite(*o.now.lr) && *o.now.lr > 0.0 ? *o.now.lr : 1.0;
     for (const auto& g : o.now.gradients)
       gradients_[g.id] = scale * g.stats.max_abs;
+    // Every parameter of the step unchanged since the last: the optimizer took no step.
+    bool none_moved = !o.now.parameters.empty();
+    for (const auto& p : o.now.parameters)
+      none_moved = none_moved && state_[p.id].seen && state_[p.id].last == p.stats;
+    const bool converged = c_.stops_at_tolerance && none_moved;
     for (const auto& p : o.now.parameters) {
       auto& st = state_[p.id];
       // Unchanged steps count where a gradient asked it to move; a change starts over; an
@@ -69,8 +79,9 @@ class frozen_parameters {
         finding f = make_finding(question::convergence, symptoms::frozen_parameters, severity::info, o.now.step, name(),
                                  {{"unchanged_steps", static_cast<double>(st.run + 1)}});
         f.where.emplace_back(location(role::parameter, o.names[p.id]), p.stats.l2_norm());
-        out.push_back(escalate(std::move(f), {.held = st.run + 1, .horizon = std::max<std::size_t>(c_.steps, 1),
-                                              .note = "its gradient asked it to move"}));
+        out.push_back(escalate(std::move(f), {.expected = converged, .held = st.run + 1, .horizon = std::max<std::size_t>(c_.steps, 1),
+                                              .note = converged ? "every parameter stopped at once: the line-search optimizer met its tolerance (task::line_search)"
+                                                                : "its gradient asked it to move"}));
       }
     }
   }

@@ -64,6 +64,11 @@ class loss_spike {
     double immediate_min_rise = 1.0;  // absolute (nats), for the one-observation verdict
     std::size_t noisy_sustain = 5;
     std::size_t settle = 5;
+    /// The loss has a lower bound, so a rise reads as a ratio to its level. The monitor turns it
+    /// off for `task::loss_floor = no_lower_bound` (a loss that crosses 0 has no ratio): the
+    /// detector then stands aside, and the loss's harm is read in the share of its progress
+    /// (detectors::harm_watch).
+    bool bounded_loss = true;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -77,7 +82,8 @@ class loss_spike {
           field<config>{"immediate_factor", &config::immediate_factor},
           field<config>{"immediate_min_rise", &config::immediate_min_rise},
           field<config>{"noisy_sustain", &config::noisy_sustain},
-          field<config>{"settle", &config::settle}};
+          field<config>{"settle", &config::settle},
+          field<config>{"bounded_loss", &config::bounded_loss}};
     }
   };
   loss_spike() : loss_spike(config{}) {}
@@ -94,7 +100,7 @@ class loss_spike {
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
-    if (!s.loss || !std::isfinite(*s.loss)) return;
+    if (!s.loss || !std::isfinite(*s.loss) || !c_.bounded_loss) return;
     const double loss = *s.loss;
     ++seen_;
     if (baseline_.size() < c_.min_history) {
