@@ -20,19 +20,31 @@ namespace zoo {
 /// The families, and the splits (issue 15). Each split's families, configurations, faults and
 /// fairness calls were written down before any of its findings were seen, so that its first
 /// measurement judges defaults nobody tuned on it: the defaults may be calibrated on
-/// `calibration`; `heldout` and `heldout2` .. `heldout9` are held out. A held-out split is
+/// `calibration`; `heldout` and `heldout2` .. `heldout10` are held out. A held-out split is
 /// evidence once, at that first measurement: its findings have been seen since, and the
 /// detector changes they prompted were made with them in view, so later figures on it are
 /// seen figures (docs/accuracy.md records each measurement and what it prompted). What each
 /// split's families probe is said where they are defined (families_*.hpp).
-inline constexpr std::array<std::string_view, 31> families = {
-    "mlp",        "cnn",         "transformer_lm", "rnn_lm",          "autoencoder", "moe",
-    "resnet",     "text_cnn",    "vae",            "tabular",         "vit",         "lenet",
-    "gru_seq",    "regression",  "dwsep_cnn",      "seq2seq",         "contrastive", "skipgram",
-    "lora",       "fixup",       "distill",        "hetero_nll",      "pruned",      "qat",
-    "triplet",    "focal",       "curriculum",     "adversarial",     "policy_gradient", "recommender",
-    "graph"};
-enum class split { calibration, heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldout8, heldout9 };
+inline constexpr std::array<std::string_view, 35> families = {
+    "mlp",          "cnn",         "transformer_lm", "rnn_lm",          "autoencoder", "moe",
+    "resnet",       "text_cnn",    "vae",            "tabular",         "vit",         "lenet",
+    "gru_seq",      "regression",  "dwsep_cnn",      "seq2seq",         "contrastive", "skipgram",
+    "lora",         "fixup",       "distill",        "hetero_nll",      "pruned",      "qat",
+    "triplet",      "focal",       "curriculum",     "adversarial",     "policy_gradient", "recommender",
+    "graph",        "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets"};
+enum class split {
+  calibration,
+  heldout,
+  heldout2,
+  heldout3,
+  heldout4,
+  heldout5,
+  heldout6,
+  heldout7,
+  heldout8,
+  heldout9,
+  heldout10
+};
 [[nodiscard]] constexpr split split_of(std::string_view f) {
   if (f == "mlp" || f == "cnn" || f == "transformer_lm") return split::calibration;
   if (f == "resnet" || f == "text_cnn" || f == "vae") return split::heldout2;
@@ -43,6 +55,8 @@ enum class split { calibration, heldout, heldout2, heldout3, heldout4, heldout5,
   if (f == "hetero_nll" || f == "pruned" || f == "qat") return split::heldout7;
   if (f == "triplet" || f == "focal" || f == "curriculum") return split::heldout8;
   if (f == "adversarial" || f == "policy_gradient" || f == "recommender" || f == "graph") return split::heldout9;
+  if (f == "quasi_newton" || f == "uncertainty_multitask" || f == "actor_critic" || f == "soft_targets")
+    return split::heldout10;
   return split::heldout;
 }
 [[nodiscard]] constexpr std::string_view name(split s) {
@@ -67,6 +81,8 @@ enum class split { calibration, heldout, heldout2, heldout3, heldout4, heldout5,
       return "held-out round 8";
     case split::heldout9:
       return "held-out round 9";
+    case split::heldout10:
+      return "held-out round 10";
   }
   return "?";
 }
@@ -97,6 +113,9 @@ enum class split { calibration, heldout, heldout2, heldout3, heldout4, heldout5,
 [[nodiscard]] inline bool heldout_round9_family(std::string_view f) {
   return split_of(f) == split::heldout9;
 }
+[[nodiscard]] inline bool heldout_round10_family(std::string_view f) {
+  return split_of(f) == split::heldout10;
+}
 [[nodiscard]] inline bool is_lm(std::string_view f) {
   return f == "transformer_lm" || f == "rnn_lm";
 }
@@ -106,8 +125,9 @@ enum class split { calibration, heldout, heldout2, heldout3, heldout4, heldout5,
 }
 [[nodiscard]] inline bool is_classifier(std::string_view f) { return f == "mlp" || f == "cnn" || f == "moe"; }
 
-/// rmsprop and adagrad: only round 5's runs use them (its recipes' `optimizers`).
-enum class optimizer { sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad };
+/// rmsprop and adagrad: only round 5's runs and later use them (their recipes' `optimizers`);
+/// lbfgs (full batch, strong Wolfe line search): only round 10's quasi_newton.
+enum class optimizer { sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad, lbfgs };
 /// warmup_linear: only round 5's runs use it (its recipes' `schedules`).
 enum class schedule { constant, warmup_cosine, step_decay, warmup_linear };
 
@@ -120,6 +140,7 @@ enum class schedule { constant, warmup_cosine, step_decay, warmup_linear };
     case optimizer::adamw: return "adamw";
     case optimizer::rmsprop: return "rmsprop";
     case optimizer::adagrad: return "adagrad";
+    case optimizer::lbfgs: return "lbfgs";
   }
   return "?";
 }
@@ -147,6 +168,7 @@ enum class fault {
   wrong_loss_mse_on_logits,   ///< MSE between logits and one-hot targets instead of cross-entropy
   frozen_embedding,           ///< the embedding left out of the optimizer
   bad_init_large,             ///< every weight matrix initialized 10x too large
+  frozen_layer,               ///< a layer (or a parameter) left out of the optimizer (round 10)
 };
 
 struct fault_info {
@@ -406,6 +428,97 @@ struct fault_info {
 //   sum, Kipf's preprocessing, and the indicators unnormalized are no bug: they train as
 //   well; x255 is no graph pipeline's mistake), lm_targets_not_shifted or frozen_embedding (no
 //   embedding). All fair.
+// Round 10's faults, chosen with its families and written down (and committed) before any of
+// its runs was judged (only --list and --curves, which runs no monitor, had been run on it);
+// every faulted run in the canonical (second) variant: quasi_newton's
+// digits-mlp32-tanh-l2-closure, uncertainty_multitask's digits-mlp128x64-cls-recon-centroid,
+// actor_critic's cartpole-separate64-gae0.95-ent0.01, soft_targets'
+// digits-cnn16x32-ls0.1-mixup0.2. Each is Q1 (convergence), as every zoo fault; where it has a
+// place, the expected tensor is the planted layer (forward_inf's, frozen_layer's). One new
+// kind, frozen_layer: frozen_embedding's evidence (the update exactly 0 while the gradient is
+// not, the other tensors moving) for a layer or a parameter that is not an embedding, the bug
+// of a user who builds the optimizer's list by hand and misses one.
+// - quasi_newton (10 classes, told; full batch, told; line_search, told; the loss observed in
+//   the closure at every evaluation): no_zero_grad (the closure never zeroes the gradients:
+//   they pile up over every evaluation of every step, and L-BFGS's directions and line search
+//   read the sum), forward_inf (fc1, in every evaluation of the step), labels_off_by_one (the
+//   training labels; validation read correctly), wrong_loss_mse_on_logits (see below),
+//   frozen_layer (fc1 left out of
+//   L-BFGS's parameters: its update exactly 0 from step 0 while its gradient is not, and the
+//   output layer still fits the random tanh features, so the loss falls: no witness; the
+//   other tensors move until L-BFGS converges, and every tensor then stopping at once is what
+//   line_search declares, one frozen from the start is not). Not same_batch (every step reads
+//   the whole set already), inputs_not_normalized (a quasi-Newton method rescales its steps by
+//   the curvature it measures, and x255 inputs into a logistic regression or a tanh layer are a
+//   badly conditioned problem L-BFGS may still solve: the numbers would be a healthy run's but
+//   for the input, which leaves the call unclear, so not planted), the NaN cases and
+//   lr_100x_midrun (the line search undoes a first step 100x too long: the fault would not be
+//   the bug it stands for), lm_targets_not_shifted or frozen_embedding (no embedding), or
+//   bad_init_large, first written down and taken out after the first --curves run of the faults:
+//   L-BFGS with the L2 term undoes it within the first steps (the first five steps' loss 2.1 and
+//   1.7 against a healthy 0.58, then the same optimum, 0.1231, and the same validation loss), so
+//   the run's numbers are a healthy run's from then on: fair_for's rule would call it unfair;
+//   wrong_loss_mse_on_logits in its place (MSE between the logits and one-hot labels, the L2 term
+//   kept: a first loss of 0.06 for a monitor told 10 classes). All fair. --curves (no monitor):
+//   no_zero_grad stalls at 0.66 and 1.55 (healthy: 0.123), forward_inf's loss is NaN from the
+//   onset, labels_off_by_one's validation loss is 9.4-9.5 while training reaches 0.123,
+//   frozen_layer ends at 0.74-0.76 (validation 0.48-0.50, healthy 0.06).
+// - uncertainty_multitask (not told classes; loss_floor = no_lower_bound): no_zero_grad,
+//   same_batch (the one batch's three tasks memorized, its s_i falling without end, while the
+//   validation loss of the same objective rises), forward_inf (fc1 or fc2, the trunk: every
+//   head reads it), logged_nan_grad_norm_amp (quiet), labels_off_by_one (the class head learns
+//   the shifted labels; validation, labels read correctly, weighs its cross-entropy by the
+//   exp(-s) the training fit has grown), lr_100x_midrun, frozen_layer (`log_vars` left out of
+//   the optimizer, the usual bug of a loss module whose weights are not the model's: the
+//   weights stay 1 and the total stays positive, a plain sum that still trains: the loss is no
+//   witness, the update of log_vars exactly 0 while its gradient is not is). Not
+//   inputs_not_normalized (the reconstruction's target is the input: x255 is then a different
+//   task, not only a scale), nan_grad_norm_real, bad_init_large (kept to the other families
+//   this round), wrong_loss_mse_on_logits (no classes told: unfair, as round 8's focal),
+//   lm_targets_not_shifted or frozen_embedding. All fair. --curves: no_zero_grad stalls at 1.76
+//   under Adam and trains under RMSprop (-3.0: RMSprop divides the running sum's growth away, as
+//   in round 6); same_batch's training loss goes to -4.1 and -2.5 while validation rises 0.94 ->
+//   1.44 and 1.74 -> 2.37; labels_off_by_one's validation rises 5.1 -> 38.6 and 4.8 -> 18.4;
+//   lr_100x_midrun climbs to 5.8 and 3.3 (healthy: -2 to -3); frozen_layer ends at 0.13 and 0.11,
+//   where healthy runs of the variant end at -2 to -4.5.
+// - actor_critic (not told classes; the loss declared not a progress measure; the return its
+//   metric; max_grad_norm 0.5 told): no_zero_grad (clip_grad_norm_ bounds the summed gradient,
+//   Adam and RMSprop divide its growth away: the return may still climb, as in round 9; the
+//   gradient norm logged before clipping, which the monitor reads, still grows step after
+//   step), same_batch (the first batch of episodes trained on every step while new ones are
+//   still collected for the return, a rollout buffer never refreshed), forward_inf (actor.fc2 or
+//   critic.fc1 by the seed, in the loss's forward: a NaN critic makes the next advantages NaN,
+//   a NaN actor acts at random), logged_nan_grad_norm_amp (quiet), nan_grad_norm_real,
+//   lr_100x_midrun, bad_init_large (logits up to 1000x: a policy nearly deterministic from step
+//   0; the activations are the witness, the loss is not a progress measure). Not
+//   inputs_not_normalized (CartPole's state, no pipeline), the class faults (no labels),
+//   lm_targets_not_shifted or frozen_embedding. All fair, three after a second look at their
+//   --curves: under no_zero_grad the return still climbs to 199-200 (clipping and Adam's or
+//   RMSprop's normalization); under same_batch it climbs too, to 192 and 169 (the first batch's
+//   fixed advantages still say which of a random policy's actions did better), and its loss goes
+//   to -27 and -17 (the critic memorizes its targets); under bad_init_large the nearly
+//   deterministic policy starts at a return of 55-62 and climbs to 197-200. In none is the
+//   return the witness; the gradient norm growing step after step, the input batch the same
+//   tensor every step (which no declaration here says is meant: round 9's reading of its GAN's
+//   same_batch) and activations and logits 10x-1000x a healthy run's from step 0 are, as in
+//   round 9. forward_inf and nan_grad_norm_real drop the return to 21-22 (a random policy),
+//   lr_100x_midrun to 9.4.
+// - soft_targets (10 classes, told; loss_floor the targets' entropy, told): no_zero_grad,
+//   same_batch (one batch, mixed afresh each step with a new lambda and permutation, as the
+//   training loop mixes after the loader: the memorized batch's loss falls toward the floor
+//   while the validation loss stalls or rises), inputs_not_normalized (x255 into the CNN, before
+//   mixup, no normalization layer), forward_inf (conv1, conv2 or fc1), logged_nan_grad_norm_amp
+//   (quiet), labels_off_by_one (the loader's labels, shifted before mixup; validation read
+//   correctly), wrong_loss_mse_on_logits (MSE between the logits and the mixed, smoothed targets:
+//   a first loss near 0.08 for a monitor told 10 classes and a floor of 0.667, ending at 0.008,
+//   below the floor). Not lm_targets_not_shifted, frozen_embedding, and not the NaN, rate and
+//   initialization events (kept to the other families this round). All fair, one after a second
+//   look: inputs_not_normalized's loss is a weak witness (3.9 and 4.1 over the first five steps,
+//   then 0.79-0.82, validation 0.17-0.19, --curves); the input batch (0..255) and the conv
+//   layers' activations, 255x a healthy run's, are, as round 5's contrastive. --curves:
+//   no_zero_grad stalls at 1.83 under Adam and trains under RMSprop (0.84); same_batch's
+//   training loss reaches 0.70-0.75, by the floor, while validation stays at 0.94-1.0 (healthy:
+//   0.17-0.4); labels_off_by_one's validation is 4.3-5.4, above ln 10.
 inline const std::vector<fault_info>& fault_table() {
   using Q = mldiag::question;
   static const std::vector<fault_info> t = {
@@ -413,7 +526,8 @@ inline const std::vector<fault_info>& fault_table() {
        "the gradient norm grows step after step (a running sum) while the loss stalls or jumps", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae",
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
-        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph"}},
+        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
+        "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets"}},
       {fault::lm_targets_not_shifted, "lm_targets_not_shifted", Q::convergence, true, false, false,
        "the numbers look like a task learned perfectly (train and validation loss both near 0); only knowing "
        "that text has ~1 bit/char of entropy says otherwise, and the monitor is not told that",
@@ -422,47 +536,59 @@ inline const std::vector<fault_info>& fault_table() {
        "the training loss falls far below the validation loss, which stalls or rises", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "moe", "resnet", "text_cnn", "tabular", "vit", "lenet", "gru_seq",
         "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram", "lora", "fixup", "distill", "hetero_nll",
-        "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender"}},
+        "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender",
+        "uncertainty_multitask", "actor_critic", "soft_targets"}},
       {fault::inputs_not_normalized, "inputs_not_normalized", Q::convergence, true, false, true,
        "the first layer's activations and the initial loss are far larger than an initialization gives", false,
        {"mlp", "cnn", "autoencoder", "moe", "resnet", "tabular", "vit", "lenet", "gru_seq", "regression",
         "dwsep_cnn", "contrastive", "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal",
-        "curriculum", "adversarial"}},
+        "curriculum", "adversarial",
+        "soft_targets"}},
       {fault::forward_inf, "forward_inf", Q::convergence, false, true, true,
        "Inf appears in one layer's activations; forward order names the layer", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae",
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
-        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph"}},
+        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
+        "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets"}},
       {fault::logged_nan_grad_norm_amp, "logged_nan_grad_norm_amp", Q::convergence, false, false, true,
        "one NaN grad norm with the loss scale halved is AMP skipping a step: nothing to report", true,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "tabular", "vit", "lenet", "gru_seq",
         "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram", "lora", "fixup", "distill", "hetero_nll",
-        "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph"}},
+        "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
+        "uncertainty_multitask", "actor_critic", "soft_targets"}},
       {fault::nan_grad_norm_real, "nan_grad_norm_real", Q::convergence, false, false, true,
        "the loss and the grad norm are NaN from the onset on, with no loss scale to explain it", false,
        {"mlp", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae", "tabular", "vit",
         "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram", "lora", "fixup",
-        "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph"}},
+        "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
+        "actor_critic"}},
       {fault::labels_off_by_one, "labels_off_by_one", Q::convergence, true, false, true,
        "the training loss falls while the validation loss (labels read correctly) rises above chance", false,
        {"mlp", "cnn", "moe", "tabular", "vit", "lenet", "gru_seq", "dwsep_cnn", "seq2seq", "lora", "fixup", "distill",
-        "pruned", "qat", "focal", "curriculum", "graph"}},
+        "pruned", "qat", "focal", "curriculum", "graph",
+        "quasi_newton", "uncertainty_multitask", "soft_targets"}},
       {fault::lr_100x_midrun, "lr_100x_midrun", Q::convergence, false, false, true,
        "the logged learning rate jumps 100x in one step", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae",
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
-        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph"}},
+        "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
+        "uncertainty_multitask", "actor_critic"}},
       {fault::wrong_loss_mse_on_logits, "wrong_loss_mse_on_logits", Q::convergence, true, false, true,
        "the initial loss is far from ln C though the monitor was told it is a C-class task", false,
        {"mlp", "cnn", "moe", "tabular", "vit", "lenet", "gru_seq", "dwsep_cnn", "seq2seq", "lora", "fixup", "distill",
-        "pruned", "qat", "curriculum", "graph"}},
+        "pruned", "qat", "curriculum", "graph",
+        "quasi_newton", "soft_targets"}},
       {fault::frozen_embedding, "frozen_embedding", Q::convergence, true, true, true,
        "the embedding's update is exactly zero while its gradient is not", false,
        {"transformer_lm", "rnn_lm", "text_cnn", "seq2seq", "skipgram", "recommender"}},
       {fault::bad_init_large, "bad_init_large", Q::convergence, true, false, true,
        "activations, logits and the initial loss are many times what a sane initialization gives", false,
        {"mlp", "cnn", "autoencoder", "moe", "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq",
-        "contrastive", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "graph"}},
+        "contrastive", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "graph",
+        "actor_critic"}},
+      {fault::frozen_layer, "frozen_layer", Q::convergence, true, true, true,
+       "a layer's (or a parameter's) update is exactly zero while its gradient is not and the others move", false,
+       {"quasi_newton", "uncertainty_multitask"}},
   };
   return t;
 }
@@ -527,9 +653,10 @@ struct family_recipe {
   std::vector<std::string_view> variants;
   std::vector<std::int64_t> batches;
   std::vector<std::int64_t> steps;
-  /// By optimizer: sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad (rounds 1-4 give
-  /// the first five; their runs never use the last two).
-  std::array<double, 7> lr;
+  /// By optimizer: sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad, lbfgs (rounds 1-4
+  /// give the first five; their runs never use the last three; only round 10's quasi_newton
+  /// gives the eighth).
+  std::array<double, 8> lr;
   /// Long runs as users run them: variant, optimizer, lr, batch, steps.
   struct long_run {
     std::string_view variant;
@@ -1009,6 +1136,94 @@ inline const std::vector<family_recipe>& recipes() {
        {{"sbm2000-c7-f280-gcn32-drop0.5", O::adam, S::constant, 1e-2, full_batch, 1500},
         {"sbm1000-c4-f100-gcn16-drop0.5", O::adagrad, S::constant, 0.05, full_batch, 1500}},
        25, adaptive_optimizers, round5_schedules, {1}},
+      // Held-out round 10: 25 short runs each and two long runs, like round 9, written down and
+      // committed before any of its runs was judged: nothing but --list and --curves (which
+      // trains the runs with no monitor at all) has been run on them; to be measured once. Each
+      // family is wired as a careful user of its kind of training wires it following README.md
+      // and docs/declarations.md, with the declarations its user makes up front (task::classes,
+      // full_batch, line_search, loss_floor, objective and observe_metric, regime_change) and
+      // each optimizer's learning rates read from the optimizer (observe_learning_rates), beside
+      // the wiring every family has (see train()). Learning rates are mid-range for the method by
+      // common practice; only the check that every healthy run trains (--curves; by the return
+      // where the loss is not a progress measure: see result::trained) may move them, and where it
+      // did it is said below. The faulted runs (short_spec 3 and 10) are in the second variant,
+      // the canonical configuration of each family, as in rounds 5 to 9.
+      // quasi_newton: full-batch L-BFGS (LibTorch's torch::optim::LBFGS, strong Wolfe line
+      // search, 20 iterations a step) with a closure (see quasi_newton_trainer) on the digits:
+      // a multinomial logistic regression with L2 1e-3 (scikit-learn's LogisticRegression's
+      // solver and penalty, history 10), the loss observed after step() with the loss it
+      // returns; the canonical one, an MLP 64-32-10 of tanh with L2 1e-3 (history 100), the loss
+      // observed inside the closure at every evaluation; an MLP 64-64-10 of tanh whose first
+      // half of the steps are full-batch Adam at 1e-2 x the run's multiplier, then L-BFGS,
+      // declared at the switch (regime_change{optimizer}), the loss observed inside the closure.
+      // The run's optimizer is lbfgs only, its rate 1 (PyTorch's default, the line search's first
+      // step) x 0.5, 1 or 2, constant; every step reads the whole training set (full_batch,
+      // told), one micro-batch. 100-200 steps: L-BFGS converges in tens of steps, and from then
+      // on a step is one evaluation and (nearly) no change, which task::line_search declares.
+      // uncertainty_multitask: a shared ReLU trunk and heads weighted by learned homoscedastic
+      // uncertainty (see multitask_net, uncertainty_loss), `log_vars` started at 0: on
+      // Fashion-MNIST an MLP of 256 with the class and the image's reconstruction; the canonical
+      // one, on the digits, a trunk of 128-64 with the class, the reconstruction and the ink's
+      // centroid, sum_i exp(-s_i) L_i + s_i; on the digits a trunk of 64, the class and the
+      // reconstruction, with Kendall et al.'s halves. Round 5's optimizers and schedules; Adam(W)
+      // 5e-3, not the 2e-3 of a plain classifier: the s_i must travel 2-4 units from 0 to ln L_i,
+      // and at 2e-3 x 0.5 Adam moves them 0.4 in 400 steps. Not told classes (the total is not a
+      // cross-entropy: the focal family's reading); loss_floor = no_lower_bound. SGD 0.05 and
+      // momentum 0.005, not the 0.1 and 0.02 first written down: under momentum at 0.02 the
+      // canonical variant's loss jumped from 1.8 to 7.6 at step 100 and ended at 3.0 (first
+      // --curves run): as the s_i fall, exp(-s_i) multiplies the heads' gradients, and plain SGD
+      // is not scale-free as Adam is. The first long run, Adam 2e-3 for 2000 steps, went -8.0 ->
+      // -5.2 in validation over its last 100 steps (the reconstruction's s memorizing): Adam
+      // 1e-3 for 1500 steps.
+      // actor_critic: on round 9's CartPole (see ac_rollout), a batch of 4-16 whole episodes per
+      // step: PyTorch's examples/reinforcement_learning/actor_critic.py (a shared ReLU trunk of
+      // 128, the whitened discounted return, smooth L1 for the critic, no clipping); the
+      // canonical one, an A2C of two tanh networks of 64-64 (Stable-Baselines3's), GAE 0.95,
+      // critic x 0.5, entropy bonus 0.01, clip_grad_norm_ 0.5 (told: max_grad_norm); a PPO of
+      // the same networks, clipped surrogate 0.2, 4 optimizer steps on each batch of episodes,
+      // clip_grad_norm_ 0.5. The loss declared not a progress measure, the last batch's mean
+      // return the metric, higher is better (as round 9's policy_gradient). Adam(W) 1e-2,
+      // RMSprop 3e-3 (A2C's optimizer), Adagrad 0.05, as round 9's policy gradient had them; not
+      // SGD or momentum (the critic's targets are returns of up to 100: Stable-Baselines3 and
+      // PyTorch's example use adaptive optimizers). Accumulation 1: PPO's epochs are steps.
+      // Adam(W) 3e-3, RMSprop 1e-3, Adagrad 0.03, not the 1e-2, 3e-3 and 0.05 first written
+      // down: there the A2C reached a return of 198 and collapsed to 41 (Adam 1e-2) and to 130
+      // (RMSprop 6e-3) by the end of the run, and at 4e-3 a PPO at 8e-3 fell from 199 to 83 and
+      // an A2C at batch 4 from 199 to 138 (first and second --curves runs): a policy that learns
+      // and then collapses is not a healthy run.
+      // soft_targets: a classifier trained on soft targets, told its 10 classes and the lowest
+      // loss its targets allow (loss_floor): an MLP of 128 on the digits with label smoothing
+      // 0.1 (the smoothed targets' entropy, 0.500); the canonical one, a small CNN on the
+      // digits with label smoothing 0.1 and mixup 0.2 (timm's combination; the mixed targets'
+      // expected entropy, see mixup_floor); an MLP of 256 on Fashion-MNIST with mixup 0.4 (the
+      // same, no smoothing). Round 5's optimizers and schedules at a plain classifier's rates
+      // (the mlp family's), validation the plain cross-entropy of the validation images (as timm
+      // validates). SGD 0.2, RMSprop 5e-4 and Adagrad 5e-3, not the 0.1, 1e-3 and 0.03 first
+      // written down: the CNN under SGD 0.05 went 2.30 -> 2.15 in 300 steps, and on
+      // Fashion-MNIST the first steps of Adagrad and RMSprop (whose first update is the rate,
+      // and 10x it, on every weight of a 784-input layer) sent the loss from 2.3 to 6-28 before
+      // it came down (first --curves runs).
+      {"quasi_newton", {"digits-logreg-l2-after", "digits-mlp32-tanh-l2-closure", "digits-mlp64-tanh-adam-lbfgs-closure"},
+       {full_batch}, {100, 150, 200}, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0},
+       {{"digits-mlp32-tanh-l2-closure", O::lbfgs, S::constant, 1.0, full_batch, 1000},
+        {"digits-mlp64-tanh-adam-lbfgs-closure", O::lbfgs, S::constant, 1.0, full_batch, 1000}},
+       25, {O::lbfgs}, {S::constant}, {1}},
+      {"uncertainty_multitask",
+       {"fashion-mlp256-cls-recon", "digits-mlp128x64-cls-recon-centroid", "digits-mlp64-cls-recon-kendall"},
+       {16, 32, 64, 128}, {200, 300, 400}, {0.05, 0.005, 0.005, 5e-3, 5e-3, 2e-3, 0.05},
+       {{"digits-mlp128x64-cls-recon-centroid", O::adam, S::constant, 1e-3, 32, 1500},
+        {"fashion-mlp256-cls-recon", O::momentum, S::constant, 0.01, 64, 1500}},
+       25, round5_optimizers, round5_schedules},
+      {"actor_critic", {"cartpole-shared128-mc", "cartpole-separate64-gae0.95-ent0.01", "cartpole-ppo64-clip0.2-epochs4"},
+       {4, 8, 16}, {200, 300, 400}, {0.0, 0.0, 0.0, 3e-3, 3e-3, 1e-3, 0.03},
+       {{"cartpole-separate64-gae0.95-ent0.01", O::rmsprop, S::constant, 1e-3, 8, 1500},
+        {"cartpole-ppo64-clip0.2-epochs4", O::adam, S::constant, 3e-3, 8, 1500}},
+       25, adaptive_optimizers, round5_schedules, {1}},
+      {"soft_targets", {"digits-mlp128-ls0.1", "digits-cnn16x32-ls0.1-mixup0.2", "fashion-mlp256-mixup0.4"},
+       {16, 32, 64, 128}, {200, 300, 400}, {0.2, 0.02, 0.02, 2e-3, 2e-3, 5e-4, 0.005},
+       {{"digits-cnn16x32-ls0.1-mixup0.2", O::adam, S::constant, 1e-3, 32, 2000},
+        {"fashion-mlp256-mixup0.4", O::momentum, S::constant, 0.01, 64, 1500}},
+       25, round5_optimizers, round5_schedules},
   };
   return r;
 }
@@ -1051,12 +1266,13 @@ inline std::vector<run_spec> make_specs(bool quick, int healthy_short = 48, int 
   std::vector<run_spec> out;
   if (quick) {
     // One short healthy run per family, and faults of every kind of symptom across families.
-    // Not rounds 2 to 9: CTest runs the quick subset all the time, and its figures would be
+    // Not rounds 2 to 10: CTest runs the quick subset all the time, and its figures would be
     // seen while the defaults are still being tuned.
     for (const auto& fr : recipes()) {
       if (heldout_round2_family(fr.family) || heldout_round3_family(fr.family) || heldout_round4_family(fr.family) ||
           heldout_round5_family(fr.family) || heldout_round6_family(fr.family) || heldout_round7_family(fr.family) ||
-          heldout_round8_family(fr.family) || heldout_round9_family(fr.family))
+          heldout_round8_family(fr.family) || heldout_round9_family(fr.family) ||
+          heldout_round10_family(fr.family))
         continue;
       auto s = short_spec(fr, 3);  // adam
       s.steps = 150;

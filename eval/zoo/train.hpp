@@ -11,6 +11,7 @@
 #include "families_gru_seq_regression_dwsep.hpp"
 #include "families_hetero_nll_pruned_qat.hpp"
 #include "families_lora_fixup_distill.hpp"
+#include "families_quasi_newton_uncertainty_actor_critic_soft_targets.hpp"
 #include "families_seq2seq_contrastive_skipgram.hpp"
 #include "families_tabular_vit_lenet.hpp"
 #include "families_triplet_focal_curriculum.hpp"
@@ -88,6 +89,8 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std:
       return std::make_unique<AdamW>(params, AdamWOptions(lr).betas({adam_beta1, 0.999}).weight_decay(0.01));
     case optimizer::rmsprop: return std::make_unique<RMSprop>(params, RMSpropOptions(lr));
     case optimizer::adagrad: return std::make_unique<Adagrad>(params, AdagradOptions(lr));
+    // Round 10's quasi_newton builds its own (see build()); this is PyTorch's usual L-BFGS.
+    case optimizer::lbfgs: return std::make_unique<LBFGS>(params, LBFGSOptions(lr).line_search_fn("strong_wolfe"));
   }
   return nullptr;
 }
@@ -213,20 +216,48 @@ struct setup {
   /// whether the optimizers' updates are skipped (the AMP case), the real batch (the input
   /// scale applied) and the taps; it returns the recorded loss, the output observed and the
   /// gradient norm logged. Accumulation is 1 for such a family (its recipe's).
+  /// Round 10's quasi_newton also gets the step's labels (labels_off_by_one applied) and the
+  /// monitor (null when the run is not monitored), whose step is then open (`open_step_first`):
+  /// it observes the loss inside its closure and declares its change of optimizer; it returns
+  /// the learning rate of the optimizer in use (NaN: `lr`), that optimizer and its name (for
+  /// observe_learning_rates), and whether it observed the loss itself.
   struct custom_step_io {
     std::int64_t step;
     double lr;
     bool zero_grad, nan, skip_update;
     torch::Tensor x;
     taps* tap;
+    torch::Tensor y;
+    mldiag::monitor* mon = nullptr;
   };
   struct custom_step_result {
     double loss;
     torch::Tensor output;
     double grad_norm;
+    double lr = std::numeric_limits<double>::quiet_NaN();
+    torch::optim::Optimizer* active = nullptr;
+    std::string active_name;
+    bool loss_observed = false;
   };
   std::function<custom_step_result(const custom_step_io&)> custom_step;
   std::vector<std::pair<std::string, std::shared_ptr<torch::optim::Optimizer>>> optimizers;
+  // Round 10's families: the declarations of issue 38 that round 9 did not use, and the steps
+  // their loops add.
+  /// The optimizer evaluates the loss several times a step and stops moving at its tolerance
+  /// (task::line_search: L-BFGS).
+  bool line_search = false;
+  /// The lowest loss the objective can reach (task::loss_floor: the soft targets' entropy), or
+  /// mldiag::no_lower_bound (learned uncertainty weights).
+  std::optional<double> loss_floor;
+  /// The monitor's step is opened before the step's work (begin_step), so that the family's
+  /// own step can observe into it (quasi_newton's closure, its regime_change).
+  bool open_step_first = false;
+  /// The layer (or parameter) frozen_layer leaves out of the optimizer: its parameters' names
+  /// are it or begin with it and a dot.
+  std::string frozen_layer;
+  /// Mixup in the training loop, after the loader's labels (labels_off_by_one applied) and the
+  /// input scale: (x, labels) -> (mixed x, soft targets [N, C]).
+  std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor&, const torch::Tensor&)> mix;
   std::string why_not;
 };
 
@@ -762,6 +793,141 @@ inline setup build(const run_spec& s, const data& d) {
           .item<double>();
     };
     u.observe_group_lrs = true;
+  } else if (s.family == "quasi_newton") {
+    if (!need_table()) return u;
+    // digits-<logreg|mlp<width>-tanh>[-adam-lbfgs]-l2-<after|closure>: full-batch L-BFGS with a
+    // closure (see quasi_newton_trainer): LibTorch's LBFGS at the run's rate (the line search's
+    // first step), 20 iterations a step, strong Wolfe; the objective cross-entropy + 1e-3 x half
+    // the squared weights. `-adam-lbfgs`: Adam (1e-2 x the run's rate) for the first half of
+    // the steps, declared (regime_change{optimizer}) at the switch. `-closure`: the loss is
+    // observed inside the closure, at every evaluation; `-after`: the loss step() returns,
+    // once. The whole training set every step, in its fixed order (the user's X and y); told
+    // the classes, that every step reads the whole set (full_batch) and that the optimizer
+    // evaluates the loss several times a step (line_search). Validation: the cross-entropy.
+    const bool logreg = s.variant.find("-logreg") != std::string::npos;
+    const auto hidden = logreg ? std::vector<std::int64_t>{} : widths_after(s.variant, "-mlp");
+    auto m = std::make_shared<smooth_mlp_net>(in, hidden, 10);
+    u.model = m;
+    u.classes = 10;
+    u.line_search = true;
+    u.frozen_layer = "fc1";
+    const auto params = parameters_but(*m, s.planted == fault::frozen_layer ? u.frozen_layer : std::string());
+    auto tr = std::make_shared<quasi_newton_trainer>();
+    tr->model = m.get();
+    tr->l2 = 1e-3;
+    tr->record_in_closure = s.variant.find("-closure") != std::string::npos;
+    tr->mse_on_logits = s.planted == fault::wrong_loss_mse_on_logits;
+    tr->lbfgs = std::make_shared<torch::optim::LBFGS>(
+        params, torch::optim::LBFGSOptions(s.lr).max_iter(20).history_size(logreg ? 10 : 100).line_search_fn("strong_wolfe"));
+    if (s.variant.find("-adam-lbfgs") != std::string::npos) {
+      tr->adam = std::make_shared<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr * tr->adam_lr_ratio));
+      tr->switch_at = s.steps / 2;
+    }
+    const auto* t = u.tab;
+    u.draw = [t](std::int64_t, std::int64_t) { return std::make_pair(t->x_train, t->y_train); };
+    u.custom_step = [tr](const setup::custom_step_io& io) -> setup::custom_step_result {
+      const auto r = tr->step(io.step, io.lr, io.x, io.y, io.zero_grad, io.nan, *io.tap, io.mon);
+      return {r.loss, r.logits, r.grad_norm, r.lr, r.active, r.active_name, tr->record_in_closure};
+    };
+    u.open_step_first = true;
+    u.observe_group_lrs = true;
+  } else if (s.family == "uncertainty_multitask") {
+    if (!need_table()) return u;
+    // <digits|fashion>-mlp<widths>-cls-recon[-centroid][-kendall]: a shared trunk, the class,
+    // the image's reconstruction and (`-centroid`) the ink's centroid, weighted by learned
+    // uncertainty (see multitask_net, uncertainty_loss; `-kendall`: Kendall et al.'s halves).
+    // The recorded loss is the weighted total, which has no lower bound (told: loss_floor =
+    // no_lower_bound); validation the same total over the first 512 validation images. Not
+    // told the classes: the total is not a cross-entropy.
+    const bool centroid = s.variant.find("-centroid") != std::string::npos;
+    auto m = std::make_shared<multitask_net>(in, widths_after(s.variant, "-mlp"), 10, centroid);
+    u.model = m;
+    u.classes = 10;
+    u.tell_classes = false;
+    auto lf = std::make_shared<uncertainty_loss>();
+    lf->model = m.get();
+    lf->weighting = s.variant.find("-kendall") != std::string::npos ? uncertainty_weighting::kendall
+                                                                     : uncertainty_weighting::plain;
+    lf->side = u.tab->side;
+    if (centroid) {
+      const auto c = ink_centroid(u.tab->x_train, u.tab->side);
+      lf->centroid_mean = c.mean(0);
+      lf->centroid_sd = c.std(0);
+    }
+    u.label_loss = [lf](const torch::Tensor& out, const torch::Tensor& y) { return (*lf)(out, y); };
+    const auto* t = u.tab;
+    u.validate = [lf, t](net& model, double scale) {
+      taps vt;
+      const auto n = std::min<std::int64_t>(512, t->x_val.size(0));
+      const auto out = model.forward(t->x_val.slice(0, 0, n) * scale, vt);
+      return (*lf)(out, t->y_val.slice(0, 0, n)).item<double>();
+    };
+    u.loss_floor = mldiag::no_lower_bound;
+    u.frozen_layer = "log_vars";
+    u.observe_group_lrs = true;
+  } else if (s.family == "actor_critic") {
+    // cartpole-<shared<hidden>-mc|separate<hidden>-gae0.95-ent<c>|ppo<hidden>-clip0.2-epochs<k>>:
+    // an actor-critic on CartPole (see actor_critic_net, ac_rollout), a batch of `batch` whole
+    // episodes collected by the current policy each step (PPO: every `k` steps). The loss
+    // declared not a progress measure, the batch's mean return the metric, higher is better;
+    // clip_grad_norm_ 0.5 but for the shared variant (PyTorch's example clips nothing). No
+    // validation loss; not told classes.
+    const bool shared = s.variant.find("-shared") != std::string::npos;
+    const bool ppo = s.variant.find("-ppo") != std::string::npos;
+    const std::int64_t hidden = widths_after(s.variant, shared ? "-shared" : ppo ? "-ppo" : "-separate").front();
+    auto m = std::make_shared<actor_critic_net>(4, hidden, 2, shared);
+    u.model = m;
+    u.classes = 2;
+    u.tell_classes = false;
+    const auto kind = shared ? ac_kind::monte_carlo : ppo ? ac_kind::ppo : ac_kind::gae;
+    const auto ent = s.variant.find("-ent");
+    const double entropy = ent == std::string::npos ? 0.0 : std::stod(s.variant.substr(ent + 4));
+    const auto ep = s.variant.find("-epochs");
+    const std::int64_t epochs = ep == std::string::npos ? 1 : std::stoll(s.variant.substr(ep + 7));
+    auto roll = std::make_shared<ac_rollout>(m.get(), kind, entropy, epochs, s.seed * 7919 + 17);
+    u.draw = [roll](std::int64_t step, std::int64_t b) { return roll->draw(step, b); };
+    u.draw_every_step = true;
+    u.label_loss = [roll](const torch::Tensor& out, const torch::Tensor& y) { return roll->loss(out, y); };
+    u.objective = mldiag::objective::not_progress;
+    u.metric_name = "return";
+    u.metric_higher_is_better = true;
+    u.metric = [roll](std::int64_t) { return roll->last_return; };
+    u.validation = false;
+    if (!shared) u.clip = 0.5;
+    u.observe_group_lrs = true;
+  } else if (s.family == "soft_targets") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<hidden>|cnn16x32>[-ls<eps>][-mixup<alpha>]: a classifier (see
+    // soft_target_net) trained by cross-entropy against soft targets: labels smoothed by eps
+    // (`-ls`), mixed by mixup (`-mixup`, in the loop after the loader: see mixup). Told the
+    // classes and the loss floor: the smoothed targets' entropy (smoothed_entropy: 0.500 for
+    // eps 0.1 over 10 classes), or with mixup the mixed targets' expected entropy
+    // (mixup_floor), the lowest loss cross-entropy against them can reach. Validation: the plain
+    // cross-entropy of the first 512 validation images (timm's validate()).
+    const bool cnn = s.variant.find("-cnn") != std::string::npos;
+    const std::int64_t hidden = cnn ? 64 : widths_after(s.variant, "-mlp").front();
+    u.model = std::make_shared<soft_target_net>(u.tab->side, cnn, hidden, 10);
+    u.classes = 10;
+    const auto ls = s.variant.find("-ls"), mx = s.variant.find("-mixup");
+    const double eps = ls == std::string::npos ? 0.0 : std::stod(s.variant.substr(ls + 3));
+    if (mx != std::string::npos) {
+      const double alpha = std::stod(s.variant.substr(mx + 6));
+      auto mix = std::make_shared<mixup>(alpha, eps, 10, s.seed * 7919 + 23);
+      u.mix = [mix](const torch::Tensor& x, const torch::Tensor& y) { return (*mix)(x, y); };
+      u.loss_floor = mixup_floor(alpha, eps, 10);
+    } else {
+      u.loss_floor = smoothed_entropy(eps, 10);
+    }
+    u.label_loss = [eps](const torch::Tensor& out, const torch::Tensor& y) { return soft_cross_entropy(out, y, eps); };
+    const auto* t = u.tab;
+    u.validate = [t](net& model, double scale) {
+      taps vt;
+      const auto n = std::min<std::int64_t>(512, t->x_val.size(0));
+      return torch::nn::functional::cross_entropy(model.forward(t->x_val.slice(0, 0, n) * scale, vt),
+                                                  t->y_val.slice(0, 0, n))
+          .item<double>();
+    };
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -859,6 +1025,7 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     res.run.planted_layer = sites[s.seed % sites.size()].first;
   }
   if (f == fault::frozen_embedding) res.run.planted_layer = u.frozen_embedding;
+  if (f == fault::frozen_layer) res.run.planted_layer = u.frozen_layer;
   if (f == fault::bad_init_large) {
     torch::NoGradGuard no_grad;
     for (auto& p : model.parameters())
@@ -867,9 +1034,12 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
 
   // The trainable parameters, as a user filters them (the lora family's base is frozen).
   std::vector<torch::Tensor> params;
+  const auto left_out = [&](const std::string& key) {
+    return (f == fault::frozen_embedding && key == u.frozen_embedding + ".weight") ||
+           (f == fault::frozen_layer && (key == u.frozen_layer || key.rfind(u.frozen_layer + ".", 0) == 0));
+  };
   for (const auto& p : model.named_parameters())
-    if (p.value().requires_grad() && !(f == fault::frozen_embedding && p.key() == u.frozen_embedding + ".weight"))
-      params.push_back(p.value());
+    if (p.value().requires_grad() && !left_out(p.key())) params.push_back(p.value());
   // A family with optimizers of its own (the GAN's two) steps them in its custom step.
   auto opt = u.custom_step ? nullptr : detail::make_optimizer(s.opt, params, s.lr, u.sgd_weight_decay);
 
@@ -883,6 +1053,9 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
   // Round 9's declarations (docs/declarations.md): what the loss is, an uninformed model's loss.
   mc.task.objective = u.objective;
   if (u.chance_loss) mc.task.chance_loss = *u.chance_loss;
+  // Round 10's: an optimizer with a line search, the lowest loss the objective can reach.
+  mc.task.line_search = u.line_search;
+  if (u.loss_floor) mc.task.loss_floor = *u.loss_floor;
   mc.entropy.row_stride = entropy_flags.row_stride;
   std::optional<mldiag::monitor> mon;
   if (monitored) mon.emplace(mc);
@@ -936,8 +1109,8 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     if (u.nt_xent) return nt_xent_loss(out);
     if (u.sgns) return sgns_loss(out);
     if (mse) return torch::mse_loss(out, x);
-    if (f == fault::wrong_loss_mse_on_logits)
-      return torch::mse_loss(out, torch::one_hot(y, u.classes).to(torch::kFloat));
+    if (f == fault::wrong_loss_mse_on_logits)  // soft targets (mixup's) as they are
+      return torch::mse_loss(out, y.is_floating_point() ? y : torch::one_hot(y, u.classes).to(torch::kFloat));
     if (u.label_loss) return u.label_loss(out, y);
     if (u.teacher) {
       torch::Tensor teacher_logits;
@@ -971,6 +1144,9 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     model.train();
     double loss_sum = 0.0, norm = 0.0;
     torch::Tensor logits;
+    // The family's own step observes into the open step (quasi_newton's closure).
+    if (mon && u.open_step_first) mon->begin_step(step);
+    detail::setup::custom_step_result custom{};  // a custom step's, for the monitor's lines below
     for (std::int64_t m = 0; m < s.accumulation; ++m) {
       tap.clear();
       if (f == fault::forward_inf && active) tap.overflow_at = model.overflow_sites[s.seed % model.overflow_sites.size()].second;
@@ -981,22 +1157,26 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
       if (f == fault::same_batch && !fixed.first.defined()) fixed = batch;
       else if (f == fault::same_batch && u.draw_every_step) u.draw(step, s.batch);  // episodes collected, not trained on
       auto x = tokens ? batch.first : batch.first * input_scale;
-      if (!tokens) tap.input = x.detach();
-      if (u.custom_step) {
-        const auto r = u.custom_step({.step = step,
-                                      .lr = lr,
-                                      .zero_grad = !(f == fault::no_zero_grad && active),
-                                      .nan = f == fault::nan_grad_norm_real && active,
-                                      .skip_update = amp_skip,
-                                      .x = x,
-                                      .tap = &tap});
-        loss_sum += r.loss;
-        logits = r.output;
-        norm = r.grad_norm;
-        continue;
-      }
       auto y = batch.second;
       if (f == fault::labels_off_by_one) y = (y + 1).remainder(u.classes);
+      // Mixup: after the loader (its labels, right or wrong) and the input scale, before the model.
+      if (u.mix) std::tie(x, y) = u.mix(x, y);
+      if (!tokens) tap.input = x.detach();
+      if (u.custom_step) {
+        custom = u.custom_step({.step = step,
+                                .lr = lr,
+                                .zero_grad = !(f == fault::no_zero_grad && active),
+                                .nan = f == fault::nan_grad_norm_real && active,
+                                .skip_update = amp_skip,
+                                .x = x,
+                                .tap = &tap,
+                                .y = y,
+                                .mon = mon ? &*mon : nullptr});
+        loss_sum += custom.loss;
+        logits = custom.output;
+        norm = custom.grad_norm;
+        continue;
+      }
       logits = model.forward(x, tap);
       // The rows the loss reads (a GCN's labelled nodes); the output observed is every row.
       auto loss = u.loss_rows.defined() ? loss_of(logits.index_select(0, u.loss_rows), x, y.index_select(0, u.loss_rows), tap)
@@ -1027,14 +1207,17 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
 
     const auto monitor_start = clock::now();  // the monitor's share: issue 18's overhead target
     if (mon) {
-      mon->begin_step(step);
-      mon->observe(mldiag::scalar::loss, loss_value);
-      mon->observe(mldiag::scalar::learning_rate, lr);
+      if (!u.open_step_first) mon->begin_step(step);
+      if (!custom.loss_observed) mon->observe(mldiag::scalar::loss, loss_value);
+      // The rate of the optimizer in use (quasi_newton's Adam, then L-BFGS's), else the schedule's.
+      mon->observe(mldiag::scalar::learning_rate, std::isnan(custom.lr) ? lr : custom.lr);
       mon->observe(mldiag::scalar::grad_norm, norm);
       if (f == fault::logged_nan_grad_norm_amp) mon->observe(mldiag::scalar::loss_scale, loss_scale);
       if (u.observe_group_lrs) {
         if (opt) mldiag::observe_learning_rates(*mon, *opt, name(s.opt));
-        for (const auto& [opt_name, o] : u.optimizers) mldiag::observe_learning_rates(*mon, *o, opt_name);
+        if (custom.active) mldiag::observe_learning_rates(*mon, *custom.active, custom.active_name);
+        else
+          for (const auto& [opt_name, o] : u.optimizers) mldiag::observe_learning_rates(*mon, *o, opt_name);
       }
       if (u.metric) mon->observe_metric(u.metric_name, metric, u.metric_higher_is_better);
       observe_module(*mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
