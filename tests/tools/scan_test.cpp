@@ -26,6 +26,11 @@ const mldiag::report::logged_finding* find(const mldiag::cli::scan_result& r, co
   return nullptr;
 }
 
+bool any_warning(const mldiag::cli::scan_result& r) {
+  return std::any_of(r.findings.begin(), r.findings.end(),
+                     [](const auto& f) { return f.finding.severity >= mldiag::severity::warning; });
+}
+
 bool has_note(const mldiag::cli::scan_result& r, const std::string& part) {
   return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
 }
@@ -53,7 +58,7 @@ TEST_CASE("scan: seven epochs at the same loss, and a loss of exactly zero besid
   const auto flat = scan_text("step,loss\n1,2.3026\n2,2.3026\n3,2.3026\n4,2.3026\n5,2.3026\n6,2.3026\n7,2.3026\n", "e.csv");
   const auto* c = find(flat, "loss constant from the start");
   REQUIRE(c != nullptr);
-  CHECK(c->step == 5);
+  CHECK(c->step == 3);  // a short series: three equal values, not five
   CHECK(c->finding.severity == mldiag::severity::warning);
 
   const auto zero = scan_text("step,loss,grad_norm\n1,2.1,1.5\n2,1.9,1.4\n3,0.0,nan\n4,0.0,nan\n5,0.0,nan\n", "z.csv");
@@ -72,6 +77,47 @@ TEST_CASE("scan: seven epochs at the same loss, and a loss of exactly zero besid
   for (const auto& f : zero.findings)
     critical = critical || (f.finding.symptom == "non-finite gradient norm" && f.finding.severity == mldiag::severity::critical && f.step == 5);
   CHECK(critical);
+}
+
+TEST_CASE("scan: short logs - a jump that never recovers, a gradient-norm jump after two rows, a loss constant for three") {
+  // Issue 38's epoch logs. A 4x jump after the third epoch that stays: found on the second
+  // value that holds it (the mean of two at 3x the best mean of two).
+  const auto jump = scan_text("step,loss\n1,2.30\n2,1.10\n3,0.80\n4,3.2\n5,3.1\n6,3.05\n7,3.0\n", "j.csv");
+  const auto* far = find(jump, "loss far above its best");
+  REQUIRE(far != nullptr);
+  CHECK(far->step == 5);
+  CHECK(far->finding.severity == mldiag::severity::warning);
+  CHECK(has_note(jump, "a short series (7 loss values)"));
+  // Twin: one epoch at 4x that comes back is not a jump that holds.
+  const auto back = scan_text("step,loss\n1,2.30\n2,1.10\n3,0.80\n4,3.2\n5,0.75\n6,0.7\n7,0.68\n", "b.csv");
+  CHECK(!any_warning(back));
+
+  // A 13x gradient-norm jump after two rows while the loss rises: a warning once the loss has
+  // been up on two rows of the jump.
+  const auto norm = scan_text("step,loss,grad_norm\n1,2.30,1.2\n2,2.05,1.0\n3,2.2,13.5\n4,2.4,14.2\n5,2.6,15.0\n6,2.7,15.5\n", "g.csv");
+  const auto* exploding = find(norm, "exploding gradients");
+  REQUIRE(exploding != nullptr);
+  CHECK(exploding->finding.severity == mldiag::severity::warning);
+  CHECK(exploding->finding.first_step == 3);
+  CHECK(exploding->step <= 5);
+  // Twin: the norm grows as the loss falls (a network leaving its first plateau).
+  const auto leaving = scan_text("step,loss,grad_norm\n1,2.30,0.5\n2,1.5,2.5\n3,1.1,6.0\n4,0.9,5.8\n5,0.8,5.6\n6,0.75,5.5\n", "l.csv");
+  CHECK(!any_warning(leaving));
+
+  // A loss constant to four decimals: found at the third value, not the fifth.
+  const auto flat = scan_text("step,loss\n1,0.6931\n2,0.6931\n3,0.6931\n4,0.6931\n5,0.6931\n", "c.csv");
+  const auto* c = find(flat, "loss constant from the start");
+  REQUIRE(c != nullptr);
+  CHECK(c->step == 3);
+  // Twin: the fourth decimal moves on every epoch.
+  CHECK(find(scan_text("step,loss\n1,0.6931\n2,0.6925\n3,0.6911\n4,0.6890\n5,0.6861\n", "m.csv"), "loss constant from the start") == nullptr);
+
+  // A long log keeps the windows sized for batch losses: the same jump, held for two steps
+  // after 100 steps of a falling loss, is judged by loss_spike, not by the short-series rule.
+  std::string text = "step,loss\n";
+  for (int i = 0; i < 100; ++i) text += std::to_string(i) + "," + std::to_string(2.3 * std::exp(-i / 40.0) + 0.5) + "\n";
+  const auto longer = scan_text(text, "long.csv");
+  CHECK(!has_note(longer, "a short series"));
 }
 
 TEST_CASE("scan: a short healthy log is quiet and says what it cannot judge") {

@@ -50,6 +50,29 @@ struct scan_options {
   std::vector<std::pair<std::string, bool>> metrics;  // column, higher is better
 };
 
+// A log with at most this many loss values is a short series (epoch lines, a pasted excerpt):
+// every value is a summary, and the windows sized for per-step batch losses never fill.
+inline constexpr std::size_t short_series_points = 30;
+
+// The default detectors, with the parameters a careful reader of a short series uses: three
+// equal values are a constant loss (five would find it late in a five-epoch log); a loss whose
+// mean over two values is 3x the best such mean, and 0.25 above it, has jumped and not come back
+// (an epoch mean does not stray as a batch does); two gradient norms are the baseline a jump is
+// measured against. Whatever the task tells a detector still applies (monitor's constructor).
+[[nodiscard]] inline monitor_config short_series_config(const mldiag::task& task) {
+  const monitor defaults({.history = 64, .task = task});
+  monitor_config c{.history = 64, .task = task};
+  const auto& set = defaults.detector_set();
+  for (std::size_t d = 0; d < set.size(); ++d) {
+    const std::string name(set[d].name());
+    if (name == "constant_loss") c.detectors.emplace_back(name, detectors::parameters{{"steps", 3}});
+    else if (name == "divergence") c.detectors.emplace_back(name, detectors::parameters{{"best_window", 2}, {"above_best", 3.0}});
+    else if (name == "exploding_gradients") c.detectors.emplace_back(name, detectors::parameters{{"settle", 2}});
+    else c.detectors.emplace_back(name);
+  }
+  return c;
+}
+
 [[nodiscard]] inline scan_result scan(const report::run_log& run, const scan_options& options = {}) {
   scan_result out;
   const auto* loss = run.metric("loss");
@@ -110,7 +133,18 @@ struct scan_options {
 
   std::sort(events.begin(), events.end());
   std::size_t next_event = 0;
-  monitor mon({.history = 64, .task = options.task});
+  std::size_t loss_points = 0;
+  for (std::size_t i = 0; loss != nullptr && i < loss->size(); ++i)
+    loss_points += !report::run_log::is_absent((*loss)[i]) && std::isfinite((*loss)[i]) ? 1 : 0;
+  const bool short_series = loss_points > 0 && loss_points <= short_series_points;
+  monitor mon(short_series ? short_series_config(options.task) : monitor_config{.history = 64, .task = options.task});
+  if (short_series) {
+    out.notes.push_back(
+        "a short series (" + std::to_string(loss_points) +
+        " loss values), read as summaries such as epoch means: it can show a loss constant for 3 values, a jump of the "
+        "loss to 3x its best that holds for 2 values, a gradient-norm jump after 2 values; it cannot separate batch "
+        "noise from a trend, so spikes against the noise, plateaus and oscillation are not judged");
+  }
   auto logged = [](const std::vector<double>* column, std::size_t i, double& v) {
     if (column == nullptr || report::run_log::is_absent((*column)[i])) return false;
     v = (*column)[i];
