@@ -26,6 +26,17 @@ TEST_CASE("lr_sanity: negative or NaN is critical and zero from the start is a w
   REQUIRE(g.size() == 1);
   CHECK(g.front().symptom == "learning rate is zero");
   CHECK(g.front().first_step == 9);  // the tenth step at zero
+  // Twin: a log excerpt whose rate is first seen at step 60, already 0 (a cool-down printed as
+  // 0.000000): training's start is unseen, so the zero waits for a consequence (info).
+  mldiag::detectors::lr_sanity excerpt;
+  const auto e = run(excerpt, 100, [](int step, mldiag::recorder& r, double&, double&) {
+    if (step >= 60) r.observe(mldiag::scalar::learning_rate, 0.0);
+  });
+  REQUIRE(e.size() == 1);
+  CHECK(e.front().symptom == "learning rate is zero");
+  CHECK(e.front().severity == mldiag::severity::info);
+  CHECK(e.front().awaits_consequence);
+  CHECK(e.front().first_step == 69);
   mldiag::detectors::lr_sanity end;  // decays to zero at the end, as llm.c does: info only
   const auto h = run(end, 100, [](int step, mldiag::recorder& r, double&, double&) { r.observe(mldiag::scalar::learning_rate, step < 80 ? 1e-3 : 0.0); });
   REQUIRE(h.size() == 1);

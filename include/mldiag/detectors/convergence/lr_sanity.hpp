@@ -22,7 +22,10 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 
 /// Q1: a learning rate that cannot work: not finite or negative (critical), zero for
 /// `zero_steps` steps in a row before it was ever positive (warning; schedules may start at
-/// exactly 0 for a step or two, and llm.c's decays to exactly 0 at the end, which is info), or
+/// exactly 0 for a step or two, and llm.c's decays to exactly 0 at the end, which is info;
+/// where the rate was first seen after training's first `zero_steps` steps — a log excerpt
+/// from step 19500 of a schedule printed as 0.000000 — its start is unseen, and the zero waits
+/// for a consequence: info, escalated when the progress measure stops improving), or
 /// above `max_lr` (warning; 5: plain SGD at 1 with gradient clipping is a classic recipe for
 /// recurrent language models, Zaremba et al. 2014, and trains healthy ones;
 /// docs/accuracy.md#lr_sanity),
@@ -65,9 +68,15 @@ class lr_sanity {
   struct rate {
     std::uint32_t id = 0;
     bool seen_positive = false;
+    std::int64_t first_step = -1;  // the step the rate was first seen at; -1: not yet
     double previous = 0.0;
     edge invalid, zero, large, jump, drop;
   };
+
+  // Training's start was seen: the rate's first observation is among its first zero_steps steps.
+  [[nodiscard]] bool seen_from_start(const rate& r) const {
+    return r.first_step < static_cast<std::int64_t>(std::max<std::size_t>(c_.zero_steps, 1));
+  }
 
   rate& group(std::uint32_t id) {
     for (auto& g : groups_)
@@ -83,6 +92,7 @@ class lr_sanity {
     };
     const bool was_positive = r.seen_positive;
     r.seen_positive = r.seen_positive || lr > 0.0;
+    if (r.first_step < 0) r.first_step = o.now.step;
     if (r.invalid.rise(!std::isfinite(lr) || lr < 0.0)) {
       out.push_back(escalate(place(make_finding(question::convergence, symptoms::lr_not_finite_or_negative, severity::info,
                                                 o.now.step, name(), {{"lr", lr}})),
@@ -93,8 +103,11 @@ class lr_sanity {
                                                 severity::info, o.now.step, name(),
                                                 {{"lr", lr}, {"steps_at_zero", static_cast<double>(r.zero.run())}})),
                              was_positive ? grounds{.expected = true, .note = "a schedule that decays to zero"}
-                                          : grounds{.held = r.zero.run(), .horizon = std::max<std::size_t>(c_.zero_steps, 1),
-                                                    .note = "a rate of zero from the start trains nothing"}));
+                             : seen_from_start(r)
+                                 ? grounds{.held = r.zero.run(), .horizon = std::max<std::size_t>(c_.zero_steps, 1),
+                                           .note = "a rate of zero from the start trains nothing"}
+                                 : grounds{.awaits_consequence = true,
+                                           .note = "zero since the first step seen, not training's start: a schedule may have reached 0 before it"}));
     }
     if (r.large.rise(std::isfinite(lr) && lr > c_.max_lr)) {
       out.push_back(escalate(place(make_finding(question::convergence, symptoms::lr_absurdly_large, severity::info, o.now.step,
