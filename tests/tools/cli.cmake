@@ -29,6 +29,7 @@ mldiag_cli_expect_exit(scan_bad_event 2 "^mldiag: --event 3000:curriculum: expec
 mldiag_cli_expect_exit(scan_bad_metric 2 "^mldiag: --metric return: expected NAME:higher or NAME:lower" scan --metric return x.csv)
 mldiag_cli_expect_exit(scan_bad_objective 2 "^mldiag: --objective adversarial: expected minimized or not_progress" scan --objective adversarial x.csv)
 mldiag_cli_expect_exit(scan_bad_chance 2 "^mldiag: --chance-loss -1: expected a positive loss" scan --chance-loss -1 x.csv)
+mldiag_cli_expect_exit(scan_bad_floor 2 "^mldiag: --loss-floor inf: expected a finite loss, or none for a loss without a lower bound" scan --loss-floor inf x.csv)
 mldiag_cli_expect_exit(missing_file_json 2 "\"exit_code\":2" scan --json /no/such/log.csv)
 mldiag_cli_expect_exit(bad_threads 2 "^mldiag: --threads 0: expected a whole number" stats --threads 0 x.npy)
 

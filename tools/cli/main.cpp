@@ -115,7 +115,8 @@ declarations (docs/declarations.md):
                            optimizer; baselines restart there (repeatable)
   --classes N              the classes of a cross-entropy loss (its chance level is ln N)
   --chance-loss X          the loss of an uninformed model when it is not ln(classes)
-  --loss-floor X           the lowest loss the objective can reach (label smoothing, mixup)
+  --loss-floor X           the lowest loss the objective can reach (label smoothing, mixup);
+                           none: no lower bound (learned uncertainty weights)
   --validation-unlike-training
                            validation is drawn unlike training: judge the gap's trend
 
@@ -331,7 +332,14 @@ mldiag::cli::scan_options scan_declarations(const args& a) {
     d.task.chance_loss = parse_number(*c, "--chance-loss");
     if (!(*d.task.chance_loss > 0.0)) throw usage_error("--chance-loss " + *c + ": expected a positive loss (ln(batch) for an in-batch contrastive loss)");
   }
-  if (const auto f = a.get("--loss-floor")) d.task.loss_floor = parse_number(*f, "--loss-floor");
+  if (const auto f = a.get("--loss-floor")) {
+    // "none": a loss without a lower bound (learned uncertainty weights); the level-ratio checks stand aside.
+    double v = 0.0;
+    const auto [p, ec] = std::from_chars(f->data(), f->data() + f->size(), v);
+    if (*f != "none" && (ec != std::errc() || p != f->data() + f->size() || !std::isfinite(v)))
+      throw usage_error("--loss-floor " + *f + ": expected a finite loss, or none for a loss without a lower bound");
+    d.task.loss_floor = *f == "none" ? mldiag::no_lower_bound : v;
+  }
   d.task.validation_unlike_training = a.flag("--validation-unlike-training");
   for (const auto& [k, v] : a.options) {
     const auto colon = v.rfind(':');
