@@ -435,6 +435,55 @@ TEST_CASE("declarations: an optimizer that evaluates the loss several times a st
 
 namespace {
 
+// L-BFGS's updates: two 512-element matrices move by 1e-3 of themselves until `stop`, then by
+// 1e-10 (the optimizer met its tolerance) while their gradients stay; with `one_left`, only
+// "v" stops and "u" keeps moving.
+delivered converged_updates(mldiag::monitor& mon, int stop, bool one_left) {
+  std::vector<float> u(512, 0.5f), v(512, -0.25f), g(512, 1e-3f), du(512), dv(512);
+  return mldiag_test::run_monitor(mon, 60, [&](int step, mldiag::monitor& m) {
+    const bool stopped = step >= stop;
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      du[i] = u[i] * (stopped && !one_left ? 1e-10f : 1e-3f);
+      dv[i] = v[i] * (stopped ? 1e-10f : 1e-3f);
+    }
+    m.observe(mldiag::scalar::loss, 0.3 + std::exp(-std::min(step, stop) / 10.0));
+    m.observe(mldiag::role::gradient, "u", g);
+    m.observe(mldiag::role::gradient, "v", g);
+    m.observe(mldiag::role::parameter, "u", u);
+    m.observe(mldiag::role::parameter, "v", v);
+    m.observe(mldiag::role::update, "u", du);
+    m.observe(mldiag::role::update, "v", dv);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a line search's converged steps are not an update ratio too small") {
+  SUBCASE("declared: no matrix moves once the optimizer met its tolerance, info") {
+    mldiag::monitor mon({.task = {.full_batch = true, .line_search = true}});
+    const auto small = converged_updates(mon, 30, false).named(mldiag::symptoms::update_ratio_too_small);
+    REQUIRE(small.size() == 1);
+    CHECK(small[0].severity == severity::info);
+    CHECK(small[0].first_step == 30);
+    CHECK(small[0].why.find("met its tolerance") != std::string::npos);
+  }
+  SUBCASE("twin: not declared, the same steps are an update ratio too small") {
+    mldiag::monitor mon({.task = {.full_batch = true}});
+    const auto small = converged_updates(mon, 30, false).named(mldiag::symptoms::update_ratio_too_small);
+    REQUIRE(small.size() == 1);
+    CHECK(small[0].severity == severity::warning);
+  }
+  SUBCASE("twin: declared, one matrix stopped while the other moves is still too small") {
+    mldiag::monitor mon({.task = {.full_batch = true, .line_search = true}});
+    const auto small = converged_updates(mon, 30, true).named(mldiag::symptoms::update_ratio_too_small);
+    REQUIRE(small.size() == 1);
+    CHECK(small[0].where.at(0).first == "param/v");
+    CHECK(small[0].severity == severity::warning);
+  }
+}
+
+namespace {
+
 // Learned uncertainty weights: the loss falls 3 -> -1 through 0 with noise 0.05, and one
 // batch pair at step 150 (a level near 0) sits 3 above its neighbours.
 delivered through_zero(mldiag::monitor& mon) {

@@ -59,7 +59,8 @@ struct task {
   /// The optimizer evaluates the loss several times a step and stops moving once it meets its
   /// tolerance (L-BFGS, any line search): the monitor keeps the first loss observed in a step
   /// (the loss at the step's parameters, what `LBFGS::step` returns), and
-  /// every parameter unchanged at once is the optimizer's convergence, not a frozen tensor.
+  /// every parameter unchanged at once (frozen_parameters), or no weight matrix moving
+  /// (update_ratio), is the optimizer's convergence, not a frozen tensor or a rate too small.
   bool line_search = false;
   /// The labels' range in the data, checked against `classes`.
   std::optional<std::int64_t> label_min = {}, label_max = {};

@@ -40,6 +40,12 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// tiny is a gradient matter: a residual branch behind a ReZero gate that starts at 0 gets
 /// gate x delta, so SGD moves it by 1e-8 of itself for its first steps
 /// (docs/accuracy.md#update_ratio).
+///
+/// Where the optimizer stops at a tolerance (`stops_at_tolerance`, told by the monitor for
+/// `task::line_search`), no weight matrix moving at `min_ratio` is its convergence: L-BFGS's
+/// steps after it met its tolerance move every parameter by almost nothing (info; held-out
+/// round 10 warned 26 of 27 healthy L-BFGS runs before this). One tensor left behind while
+/// others move is judged as before.
 class update_ratio {
  public:
   struct config {
@@ -48,6 +54,9 @@ class update_ratio {
     std::size_t sustain = 5;
     std::size_t min_elements = 256;
     double rate_fraction = 0.1;
+    /// The optimizer stops moving once it meets its tolerance (L-BFGS; the monitor sets it from
+    /// `task::line_search`): no weight matrix moving is its convergence (info).
+    bool stops_at_tolerance = false;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -55,7 +64,8 @@ class update_ratio {
           field<config>{"max_ratio", &config::max_ratio},
           field<config>{"sustain", &config::sustain},
           field<config>{"min_elements", &config::min_elements},
-          field<config>{"rate_fraction", &config::rate_fraction}};
+          field<config>{"rate_fraction", &config::rate_fraction},
+          field<config>{"stops_at_tolerance", &config::stops_at_tolerance}};
     }
   };
   update_ratio() : update_ratio(config{}) {}
@@ -133,7 +143,9 @@ class update_ratio {
                                {{"update_ratio", worst_ratio}, {"min_ratio", c_.min_ratio}, {"max_ratio", c_.max_ratio}});
       f.first_step = o.now.step - static_cast<std::int64_t>(c_.sustain) + 1;
       f.where.emplace_back(location(role::parameter, o.names[worst_id]), worst_ratio);
-      out.push_back(escalate(std::move(f), {.held = fired_.run(), .horizon = std::max<std::size_t>(c_.sustain, 1)}));
+      const bool converged = c_.stops_at_tolerance && !any_moved && worst_ratio <= c_.max_ratio;
+      out.push_back(escalate(std::move(f), converged ? grounds{.expected = true, .note = "no weight matrix moved: the line-search optimizer met its tolerance (task::line_search)"}
+                                                     : grounds{.held = fired_.run(), .horizon = std::max<std::size_t>(c_.sustain, 1)}));
     }
   }
 
