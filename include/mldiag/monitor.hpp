@@ -333,12 +333,17 @@ class monitor {
     std::int64_t last = -1;
     severity top = severity::info;
     std::int64_t first = -1;
+    detectors::harm_watch::progress_mark progress;  // where the progress metrics stood at `first`
   };
   [[nodiscard]] const episode_state* episode_of(const finding& f) const;
   std::vector<episode_state> episodes_;
   // Findings delivered at info that wait for a consequence, and what counts as one.
   void escalate_awaiting(std::int64_t step, const std::string& harm);
-  std::vector<finding> awaiting_;
+  struct awaiting {
+    finding f;
+    detectors::harm_watch::progress_mark progress;  // where the progress metrics stood when it began
+  };
+  std::vector<awaiting> awaiting_;
   detectors::harm_watch harm_;
 
   struct quieted {
@@ -559,16 +564,27 @@ MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
 
 MLDIAG_COMPILED_INLINE void monitor::escalate_awaiting(std::int64_t step, const std::string& harm) {
   // Too old to be the cause of what follows: no longer watched.
-  std::erase_if(awaiting_, [&](const finding& f) { return step - f.last_step > consequence_window; });
+  std::erase_if(awaiting_, [&](const awaiting& a) { return step - a.f.last_step > consequence_window; });
   if (harm.empty() || awaiting_.empty()) return;
-  for (auto& f : awaiting_) {
+  const bool read_on_metric = config_.task.objective != objective::minimized;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < awaiting_.size(); ++i) {
+    awaiting& a = awaiting_[i];
+    // objective::not_progress: a claim that held while the progress metric made most of its
+    // gain is refuted by the run itself; a later dip of a noisy return is not its consequence.
+    if (read_on_metric && harm_.progressed_since(a.progress)) {
+      if (kept != i) awaiting_[kept] = std::move(a);
+      ++kept;
+      continue;
+    }
+    finding& f = a.f;
     f.severity = severity::warning;
     f.why = "consequence observed at step " + std::to_string(step) + ": " + harm;
     f.awaits_consequence = false;
     f.last_step = step;
     step_findings_.push_back(std::move(f));
   }
-  awaiting_.clear();
+  awaiting_.resize(kept);
 }
 
 MLDIAG_COMPILED_INLINE const monitor::episode_state* monitor::episode_of(const finding& f) const {
@@ -587,7 +603,8 @@ MLDIAG_COMPILED_INLINE void monitor::await_progress(std::int64_t step, std::size
         f.detector == std::string_view("metric_not_improving"))
       continue;
     const episode_state* e = episode_of(f);
-    if (e != nullptr && step - e->last <= episode_gap && step - e->first >= progress_persist) {
+    // Persistence is harm only where the progress metric did not rise meanwhile.
+    if (e != nullptr && step - e->last <= episode_gap && step - e->first >= progress_persist && !harm_.progressed_since(e->progress)) {
       f.why += (f.why.empty() ? "" : "; ") + std::string("recurring for ") + std::to_string(step - e->first) + " steps";
       continue;
     }
@@ -622,11 +639,14 @@ MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t
     const bool ongoing = e != nullptr && e->last >= 0 && step - e->last <= episode_gap;
     bool deliver = true;
     if (e == nullptr) {
-      episodes_.push_back({f.detector, f.symptom, std::string(place), step, f.severity, step});
+      episodes_.push_back({f.detector, f.symptom, std::string(place), step, f.severity, step, harm_.mark()});
     } else {
       deliver = !ongoing || f.severity > e->top;
       e->top = ongoing ? std::max(e->top, f.severity) : f.severity;
-      if (!ongoing) e->first = step;
+      if (!ongoing) {
+        e->first = step;
+        e->progress = harm_.mark();
+      }
       e->last = step;
     }
     if (deliver) {
@@ -645,7 +665,7 @@ MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
   notify(f);
   open_diagnosis_for(f);
   // Bounded: one run's early signals, not one per step (episodes are delivered once).
-  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) awaiting_.push_back(f);
+  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) awaiting_.push_back({f, harm_.mark()});
 }
 
 MLDIAG_COMPILED_INLINE void monitor::open_diagnosis_for(const finding& f) {

@@ -291,9 +291,10 @@ TEST_CASE("declarations: a loss floor above 0") {
 namespace {
 
 // A surrogate loss constant from the start (no tensors recorded: constant_loss's warning
-// "nothing is being trained"), beside a progress metric that climbs, stays flat, or climbs and
-// then loses its gain from step 150.
-enum class metric_path { climbs, flat, climbs_then_falls };
+// "nothing is being trained"), beside a progress metric that climbs (time constant 60 steps:
+// most of its gain after step 50), climbs early (time constant 10: done by step 50), stays flat,
+// or climbs and then loses its gain from step 150.
+enum class metric_path { climbs, climbs_early, flat, climbs_then_falls, climbs_early_then_falls };
 delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
   std::mt19937_64 rng(17);
   std::normal_distribution<double> noise(0.0, 1.0);
@@ -302,6 +303,8 @@ delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
     double r = 0.2;
     if (path == metric_path::climbs) r = 1.0 - 0.8 * std::exp(-step / 60.0);
     if (path == metric_path::climbs_then_falls) r = step < 150 ? 1.0 - 0.8 * std::exp(-step / 60.0) : 0.2;
+    if (path == metric_path::climbs_early) r = 1.0 - 0.8 * std::exp(-step / 10.0);
+    if (path == metric_path::climbs_early_then_falls) r = step < 150 ? 1.0 - 0.8 * std::exp(-step / 10.0) : 0.2;
     m.observe_metric("return", r + 0.01 * noise(rng), true);
   });
 }
@@ -338,14 +341,27 @@ TEST_CASE("declarations: with a loss that is not a progress measure, a convergen
     CHECK(c[0].why.starts_with("the loss is not a progress measure (declared)"));
     CHECK(!any_warning(d));
   }
-  SUBCASE("declared, the return losing its gain at step 150 makes it a warning, once") {
+  SUBCASE("declared, a claim that began after the return made its gain is a warning, once, when the return loses it") {
     mldiag::monitor mon(surrogate);
-    const auto c = constant_surrogate(mon, metric_path::climbs_then_falls).named(mldiag::symptoms::loss_constant_from_start);
+    mon.add(warns_between{50, 140});  // stops before persistence alone would make it a warning
+    const auto c = constant_surrogate(mon, metric_path::climbs_early_then_falls).named(mldiag::symptoms::vanishing_gradients);
     REQUIRE(c.size() == 2);
     CHECK(c[0].severity == severity::info);
     CHECK(c[1].severity == severity::warning);
     CHECK(c[1].why.find("return") != std::string::npos);
     CHECK(c[1].last_step >= 150);
+  }
+  SUBCASE("twin: a claim held while the return made most of its gain is refuted by it; the return's fall is the metric's own warning") {
+    mldiag::monitor mon(surrogate);
+    const auto d = constant_surrogate(mon, metric_path::climbs_then_falls);
+    const auto c = d.named(mldiag::symptoms::loss_constant_from_start);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].severity == severity::info);
+    std::vector<mldiag::finding> verdicts;  // the return's own: worsening, or no longer above its start
+    for (const auto& f : d.all)
+      if (f.detector == "metric_not_improving" && f.severity >= severity::warning) verdicts.push_back(f);
+    REQUIRE(!verdicts.empty());
+    CHECK(verdicts[0].last_step >= 150);
   }
   SUBCASE("declared, a return that never improves (the metric's own verdict) makes it a warning") {
     mldiag::monitor mon(surrogate);
@@ -362,7 +378,7 @@ TEST_CASE("declarations: with a loss that is not a progress measure, a convergen
     for (const std::int64_t to : {std::int64_t{300}, std::int64_t{120}}) {
       mldiag::monitor mon(surrogate);
       mon.add(warns_between{50, to});
-      const auto d = constant_surrogate(mon, metric_path::climbs).named(mldiag::symptoms::vanishing_gradients);
+      const auto d = constant_surrogate(mon, metric_path::climbs_early).named(mldiag::symptoms::vanishing_gradients);
       REQUIRE(!d.empty());
       CHECK(d[0].severity == severity::info);
       CHECK(d[0].first_step == 50);
@@ -375,6 +391,13 @@ TEST_CASE("declarations: with a loss that is not a progress measure, a convergen
         CHECK(d.size() == 1);
       }
     }
+  }
+  SUBCASE("twin: recurring for 250 steps while the return makes most of its gain is not harm") {
+    mldiag::monitor mon(surrogate);
+    mon.add(warns_between{50, 300});
+    const auto d = constant_surrogate(mon, metric_path::climbs).named(mldiag::symptoms::vanishing_gradients);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].severity == severity::info);
   }
 }
 

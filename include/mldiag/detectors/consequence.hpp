@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mldiag::inline MLDIAG_ABI::detectors {
@@ -31,7 +32,9 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 ///   before it;
 /// - **values turn non-finite**: a NaN or Inf loss.
 /// Not harm: a statement about the numbers (a norm that grows, attention that sharpens) while
-/// the loss keeps falling and validation holds.
+/// the loss keeps falling and validation holds; and, where the progress measure is a metric
+/// (objective::not_progress), a worsening after the run made most of its gain while the
+/// anomaly held (progressed_since): the run itself refuted the claim that it cannot progress.
 class harm_watch {
  public:
   struct config {
@@ -39,6 +42,7 @@ class harm_watch {
     double worsen_fraction = 0.1;
     double worsen_standard_errors = 3.0;
     double val_worsen_fraction = 0.05;
+    double progressed_fraction = 0.5;
   };
   explicit harm_watch(bool loss_is_progress = true, bool loss_bounded = true)
       : harm_watch(loss_is_progress, loss_bounded, config{}) {}
@@ -91,6 +95,34 @@ class harm_watch {
       t.worse = worse;
     }
     return harm;
+  }
+
+  /// Where each progress metric stands (its best window mean so far), kept by what waits so
+  /// that progressed_since can say later whether the run progressed after it began.
+  struct progress_mark {
+    std::vector<std::pair<std::uint32_t, double>> best;
+  };
+  [[nodiscard]] progress_mark mark() const {
+    progress_mark m;
+    for (const auto& t : metrics_)
+      if (!std::isnan(t.first)) m.best.emplace_back(t.id, t.best);
+    return m;
+  }
+  /// Whether a progress metric made most (`progressed_fraction`, half) of its run's gain since
+  /// `m`, by more than chance (twice worsen_standard_errors of its window's standard errors, the
+  /// line `observe` draws under a gain): an anomaly held while the run made most of its
+  /// progress did not stop it, and a later dip of a noisy metric is no consequence of it.
+  [[nodiscard]] bool progressed_since(const progress_mark& m) const {
+    for (const auto& t : metrics_) {
+      if (std::isnan(t.first) || !t.values.full()) continue;
+      double then = t.first;
+      for (const auto& [id, best] : m.best)
+        if (id == t.id) then = std::max(then, best);
+      const double since = t.best - then, total = t.best - t.first;
+      const double se = t.values.stddev() / std::sqrt(static_cast<double>(t.values.size()));
+      if (since >= 2.0 * c_.worsen_standard_errors * se && since >= c_.progressed_fraction * total && since > 0.0) return true;
+    }
+    return false;
   }
 
   /// A validation loss recorded after its step closed (monitor::observe_evaluation): the harm

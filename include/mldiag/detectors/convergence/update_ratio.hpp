@@ -43,9 +43,8 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 ///
 /// Where the optimizer stops at a tolerance (`stops_at_tolerance`, told by the monitor for
 /// `task::line_search`), no weight matrix moving at `min_ratio` is its convergence: L-BFGS's
-/// steps after it met its tolerance move every parameter by almost nothing (info; held-out
-/// round 10 warned 26 of 27 healthy L-BFGS runs before this). One tensor left behind while
-/// others move is judged as before.
+/// steps after it met its tolerance move every parameter by almost nothing (info). One tensor
+/// left behind while others move is judged as before.
 class update_ratio {
  public:
   struct config {
