@@ -296,6 +296,14 @@ struct curriculum_sampler {
     next += b;
     return idx;
   }
+  /// Whether a stage after the first starts at `step` (its first step).
+  [[nodiscard]] bool stage_starts(std::int64_t step) const {
+    for (std::size_t i = 1; i < stages.size(); ++i) {
+      const double at = stages[i].first * static_cast<double>(steps);
+      if (static_cast<double>(step) >= at && static_cast<double>(step - 1) < at) return true;
+    }
+    return false;
+  }
   std::pair<torch::Tensor, torch::Tensor> draw(std::int64_t step, std::int64_t b) {
     const auto idx = indices(step, b);
     return {tab->x_train.index_select(0, idx), tab->y_train.index_select(0, idx)};

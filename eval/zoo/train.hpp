@@ -258,6 +258,13 @@ struct setup {
   /// Mixup in the training loop, after the loader's labels (labels_off_by_one applied) and the
   /// input scale: (x, labels) -> (mixed x, soft targets [N, C]).
   std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor&, const torch::Tensor&)> mix;
+  // Declarations issue 38 added after round 8 was written, wired into round 8's kinds as
+  // docs/declarations.md tells a user (seen figures: round 8 had been measured before).
+  /// Validation drawn unlike training (task::validation_unlike_training: focal's balanced
+  /// validation beside its long-tailed training set).
+  bool validation_unlike_training = false;
+  /// The steps at which the data changes on purpose (regime_change{data}: a curriculum's stage).
+  std::function<bool(std::int64_t)> data_changes_at;
   std::string why_not;
 };
 
@@ -614,6 +621,7 @@ inline setup build(const run_spec& s, const data& d) {
     u.model = std::make_shared<mlp_or_cnn_net>(u.tab->side, cnn, widths, 10, false, "head");
     u.classes = 10;
     u.tell_classes = false;
+    u.validation_unlike_training = true;  // long-tailed training, balanced validation
     u.label_loss = [gamma, alpha, smoothing](const torch::Tensor& out, const torch::Tensor& y) {
       return focal_loss(out, y, gamma, alpha, smoothing);
     };
@@ -651,6 +659,9 @@ inline setup build(const run_spec& s, const data& d) {
                       std::vector<std::int64_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n[k])));
     }
     u.draw = [cs](std::int64_t step, std::int64_t b) { return cs->draw(step, b); };
+    // A stage is a change of data made on purpose; smooth pacing grows the pool every step and
+    // has no one step to declare.
+    u.data_changes_at = [cs](std::int64_t step) { return cs->stage_starts(step); };
   } else if (s.family == "adversarial") {
     if (!need_table()) return u;
     // <digits|fashion>-mlp<widths>[-bn]-<ns|ls>-z<latent>: a GAN (see gan_net, gan_step), its
@@ -1056,6 +1067,7 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
   // Round 10's: an optimizer with a line search, the lowest loss the objective can reach.
   mc.task.line_search = u.line_search;
   if (u.loss_floor) mc.task.loss_floor = *u.loss_floor;
+  mc.task.validation_unlike_training = u.validation_unlike_training;
   mc.entropy.row_stride = entropy_flags.row_stride;
   std::optional<mldiag::monitor> mon;
   if (monitored) mon.emplace(mc);
@@ -1209,6 +1221,7 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     if (mon) {
       if (!u.open_step_first) mon->begin_step(step);
       if (!custom.loss_observed) mon->observe(mldiag::scalar::loss, loss_value);
+      if (u.data_changes_at && u.data_changes_at(step)) mon->observe(mldiag::regime_change{mldiag::change::data});
       // The rate of the optimizer in use (quasi_newton's Adam, then L-BFGS's), else the schedule's.
       mon->observe(mldiag::scalar::learning_rate, std::isnan(custom.lr) ? lr : custom.lr);
       mon->observe(mldiag::scalar::grad_norm, norm);
