@@ -8,6 +8,7 @@
 #include "data.hpp"
 #include "families.hpp"
 #include "families_adversarial_policy_recsys_graph.hpp"
+#include "families_diffusion_flow_multilabel.hpp"
 #include "families_gru_seq_regression_dwsep.hpp"
 #include "families_hetero_nll_pruned_qat.hpp"
 #include "families_lora_fixup_distill.hpp"
@@ -126,7 +127,9 @@ struct setup {
   const table* tab = nullptr;
   const text* txt = nullptr;
   std::int64_t classes = 0;  ///< 0: MSE reconstruction (or, with `elbo`, a VAE's loss; with `regression`, MSE on targets)
-  bool regression = false;  ///< MSE between the output [N, 1] and the table's float targets
+  /// MSE between the output [N, 1] and the table's float targets (round 11's diffusion: the
+  /// output [N, D] and the noise its loop drew; its normalizing_flow: `regression_loss`)
+  bool regression = false;
   bool elbo = false;  ///< the VAE's negative ELBO (Bernoulli decoder), in nats per input value
   std::int64_t context = 32;
   double clip = 0.0;  ///< clip_grad_norm_ bound (0: none)
@@ -154,7 +157,7 @@ struct setup {
   std::shared_ptr<net> teacher;
   double kd_temperature = 1.0, kd_alpha = 0.0, label_smoothing = 0.0;
   /// A regression's loss of (output, targets) in place of MSE (hetero_nll's Gaussian
-  /// negative log-likelihood).
+  /// negative log-likelihood; round 11's flow's negative log-likelihood, targets unused).
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> regression_loss;
   /// The steps of a loop that does more than forward, backward and step, as its user
   /// writes them: `before_step` at the start of each step (qat: fake quantization switched on
@@ -257,6 +260,7 @@ struct setup {
   std::string frozen_layer;
   /// Mixup in the training loop, after the loader's labels (labels_off_by_one applied) and the
   /// input scale: (x, labels) -> (mixed x, soft targets [N, C]).
+  /// Round 11's diffusion uses it for DDPM's noising: (clean x, labels) -> (x_t, the noise).
   std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor&, const torch::Tensor&)> mix;
   // Declarations issue 38 added after round 8 was written, wired into round 8's kinds as
   // docs/declarations.md tells a user (seen figures: round 8 had been measured before).
@@ -265,6 +269,13 @@ struct setup {
   bool validation_unlike_training = false;
   /// The steps at which the data changes on purpose (regime_change{data}: a curriculum's stage).
   std::function<bool(std::int64_t)> data_changes_at;
+  // Round 11's families.
+  /// A table the family builds for the run (Fashion-MNIST at 14 x 14, multi-label targets),
+  /// which `tab` points to.
+  std::shared_ptr<const table> own_table;
+  /// labels_off_by_one as the family's labels read one off (multilabel: the label columns
+  /// rolled by one, each label given its neighbour's targets); unset: (y + 1) mod classes.
+  std::function<torch::Tensor(const torch::Tensor&)> shift_labels;
   std::string why_not;
 };
 
@@ -939,6 +950,123 @@ inline setup build(const run_spec& s, const data& d) {
           .item<double>();
     };
     u.observe_group_lrs = true;
+  } else if (s.family == "diffusion") {
+    // <swissroll|fashion14>-<mlp<widths>|conv<c1>x<c2>>-<sin|learned>-<linear|cosine>-t<T>: a
+    // DDPM denoiser (see denoiser_net) trained to predict the noise added at a random timestep
+    // of T (ddpm_noising, in the loop after the loader and the input scale, as a user's loop
+    // noises its batch), MSE on the noise. The Swiss roll drawn fresh each step from the run's
+    // own generator (toy_stream); Fashion-MNIST at 14 x 14 in [-1, 1] (fashion14, the first
+    // 20000 training images). Told the chance loss: a denoiser that predicts 0, the noise's
+    // mean, costs exactly 1, the noise's variance (docs/declarations.md: an uninformed model's
+    // loss, classes or not). Not told classes (no classes), nor a loss floor (the noise MSE's
+    // floor is above 0 and unknown). Validation: the same MSE on held-out data at fixed
+    // timesteps and noise (ddpm_validation).
+    const bool toy = s.variant.rfind("swissroll", 0) == 0;
+    const bool conv = s.variant.find("-conv") != std::string::npos;
+    const auto T = std::stoll(s.variant.substr(s.variant.rfind("-t") + 2));
+    torch::Tensor val_x0;
+    std::int64_t dim = 2;
+    if (toy) {
+      auto stream = std::make_shared<toy_stream>(toy_kind::swiss_roll, s.seed * 7919 + 29);
+      u.draw = [stream](std::int64_t, std::int64_t b) { return stream->draw(b); };
+      val_x0 = stream->val;
+    } else {
+      if (!need_table()) return u;
+      auto t = std::make_shared<table>(fashion14(*u.tab, 20000));
+      u.tab = t.get();
+      u.own_table = t;
+      val_x0 = t->x_val;
+      dim = 196;
+    }
+    const auto w = widths_after(s.variant, conv ? "-conv" : "-mlp");
+    auto m = std::make_shared<denoiser_net>(dim, w.front(), static_cast<std::int64_t>(w.size()), conv, w.back(),
+                                            s.variant.find("-learned") != std::string::npos, T);
+    u.model = m;
+    auto noising = std::make_shared<ddpm_noising>(noise_schedule(T, s.variant.find("-cosine") != std::string::npos),
+                                                  m.get(), s.seed * 7919 + 31);
+    u.mix = [noising](const torch::Tensor& x, const torch::Tensor&) { return (*noising)(x); };
+    u.classes = 0;
+    u.regression = true;  // MSE between the output and the noise, the target the loop drew
+    auto val = std::make_shared<ddpm_validation>(val_x0, T);
+    u.validate = [val, noising](net& model, double scale) {
+      return (*val)(static_cast<denoiser_net&>(model), noising->sch, scale);
+    };
+    u.chance_loss = 1.0;
+    u.frozen_layer = "time_embed";
+    u.observe_group_lrs = true;
+  } else if (s.family == "normalizing_flow") {
+    // <moons|ring|breast-cancer>-realnvp<layers>-h<hidden>-<tanh|softclamp>: a RealNVP flow
+    // (see realnvp_net) trained by maximum likelihood, the mean negative log-likelihood in nats
+    // per example (flow_nll), which has no lower bound (told: loss_floor = no_lower_bound). The
+    // 2-D densities drawn fresh each step from the run's own generator (toy_stream), validated
+    // on 1024 fixed points; the breast cancer table's 30 features standardized (raw features
+    // for inputs_not_normalized, as the tabular family), validated on its held-out rows. Not
+    // told classes (a density, no classes).
+    const bool bc = s.variant.rfind("breast-cancer", 0) == 0;
+    std::int64_t dim = 2;
+    if (bc) {
+      if (!d.breast_cancer) {
+        u.why_not = "third_party/data/breast_cancer.csv is missing (scripts/fetch-digits.sh)";
+        return u;
+      }
+      u.raw_inputs = s.planted == fault::inputs_not_normalized;
+      u.tab = u.raw_inputs ? &d.breast_cancer->raw : &d.breast_cancer->z;
+      dim = u.tab->x_train.size(1);
+    } else {
+      auto stream = std::make_shared<toy_stream>(s.variant.rfind("ring", 0) == 0 ? toy_kind::ring : toy_kind::moons,
+                                                  s.seed * 7919 + 29);
+      u.draw = [stream](std::int64_t, std::int64_t b) { return stream->draw(b); };
+      u.validate = [stream](net& model, double scale) {
+        taps vt;
+        return flow_nll(model.forward(stream->val * scale, vt)).item<double>();
+      };
+    }
+    u.model = std::make_shared<realnvp_net>(dim, widths_after(s.variant, "-realnvp").front(),
+                                            widths_after(s.variant, "-h").front(),
+                                            s.variant.find("-tanh") != std::string::npos);
+    u.classes = 0;
+    u.regression = true;
+    u.regression_loss = [](const torch::Tensor& out, const torch::Tensor&) { return flow_nll(out); };
+    u.loss_floor = mldiag::no_lower_bound;
+    u.frozen_layer = "coupling0";
+    u.observe_group_lrs = true;
+  } else if (s.family == "multilabel") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<hidden>|cnn<c1>x<c2>>-k<K>[-posweight]: K binary attributes of
+    // each image (make_multilabel), one logit each (multilabel_net), BCE with logits averaged
+    // over the examples and labels; `-posweight`: each label's positives weighted by its
+    // training negatives over positives (BCEWithLogitsLoss's pos_weight). Not told classes
+    // (monitor_config documents them as a cross-entropy task's, whose chance is ln C); told the
+    // chance loss, what logits of 0 cost: ln 2, or with pos_weight ln 2 x the mean over labels
+    // of (w_k p_k + 1 - p_k). Validation: the same loss on the first 512 validation images.
+    // labels_off_by_one reads the label columns one off (shift_labels).
+    auto ml = std::make_shared<multilabel_table>(make_multilabel(*u.tab, fashion, 20000));
+    u.tab = &ml->t;
+    u.own_table = std::shared_ptr<const table>(ml, &ml->t);
+    const auto K = ml->t.classes;
+    const bool cnn = s.variant.find("-cnn") != std::string::npos;
+    const auto w = widths_after(s.variant, cnn ? "-cnn" : "-mlp");
+    u.model = cnn ? std::make_shared<multilabel_net>(ml->t.side, true, w.front(), w.back(), 64, K)
+                  : std::make_shared<multilabel_net>(ml->t.side, false, 0, 0, w.front(), K);
+    torch::Tensor pos_weight;
+    double chance = 0.0;
+    for (const double p : ml->positive_rate) {
+      const double wk = s.variant.find("-posweight") != std::string::npos ? (1.0 - p) / p : 1.0;
+      chance += std::log(2.0) * (wk * p + 1.0 - p) / static_cast<double>(K);
+    }
+    if (s.variant.find("-posweight") != std::string::npos) {
+      std::vector<float> pw;
+      for (const double p : ml->positive_rate) pw.push_back(static_cast<float>((1.0 - p) / p));
+      pos_weight = torch::tensor(pw);
+    }
+    u.label_loss = [pos_weight](const torch::Tensor& out, const torch::Tensor& y) {
+      return multilabel_bce(out, y, pos_weight);
+    };
+    u.classes = K;
+    u.tell_classes = false;
+    u.chance_loss = chance;
+    u.shift_labels = [](const torch::Tensor& y) { return torch::roll(y, 1, 1); };
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -1170,8 +1298,8 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
       else if (f == fault::same_batch && u.draw_every_step) u.draw(step, s.batch);  // episodes collected, not trained on
       auto x = tokens ? batch.first : batch.first * input_scale;
       auto y = batch.second;
-      if (f == fault::labels_off_by_one) y = (y + 1).remainder(u.classes);
-      // Mixup: after the loader (its labels, right or wrong) and the input scale, before the model.
+      if (f == fault::labels_off_by_one) y = u.shift_labels ? u.shift_labels(y) : (y + 1).remainder(u.classes);
+      // Mixup (or a diffusion's noising): after the loader (its labels, right or wrong) and the input scale, before the model.
       if (u.mix) std::tie(x, y) = u.mix(x, y);
       if (!tokens) tap.input = x.detach();
       if (u.custom_step) {
