@@ -20,19 +20,19 @@ namespace zoo {
 /// The families, and the splits (issue 15). Each split's families, configurations, faults and
 /// fairness calls were written down before any of its findings were seen, so that its first
 /// measurement judges defaults nobody tuned on it: the defaults may be calibrated on
-/// `calibration`; `heldout` and `heldout2` .. `heldout11` are held out. A held-out split is
+/// `calibration`; `heldout` and `heldout2` .. `heldout12` are held out. A held-out split is
 /// evidence once, at that first measurement: its findings have been seen since, and the
 /// detector changes they prompted were made with them in view, so later figures on it are
 /// seen figures (docs/accuracy.md records each measurement and what it prompted). What each
 /// split's families probe is said where they are defined (families_*.hpp).
-inline constexpr std::array<std::string_view, 38> families = {
+inline constexpr std::array<std::string_view, 41> families = {
     "mlp",          "cnn",         "transformer_lm", "rnn_lm",          "autoencoder", "moe",
     "resnet",       "text_cnn",    "vae",            "tabular",         "vit",         "lenet",
     "gru_seq",      "regression",  "dwsep_cnn",      "seq2seq",         "contrastive", "skipgram",
     "lora",         "fixup",       "distill",        "hetero_nll",      "pruned",      "qat",
     "triplet",      "focal",       "curriculum",     "adversarial",     "policy_gradient", "recommender",
     "graph",        "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets", "diffusion",
-    "normalizing_flow", "multilabel"};
+    "normalizing_flow", "multilabel", "masked_lm",   "ctc",         "domain_adversarial"};
 enum class split {
   calibration,
   heldout,
@@ -45,7 +45,8 @@ enum class split {
   heldout8,
   heldout9,
   heldout10,
-  heldout11
+  heldout11,
+  heldout12
 };
 [[nodiscard]] constexpr split split_of(std::string_view f) {
   if (f == "mlp" || f == "cnn" || f == "transformer_lm") return split::calibration;
@@ -60,6 +61,7 @@ enum class split {
   if (f == "quasi_newton" || f == "uncertainty_multitask" || f == "actor_critic" || f == "soft_targets")
     return split::heldout10;
   if (f == "diffusion" || f == "normalizing_flow" || f == "multilabel") return split::heldout11;
+  if (f == "masked_lm" || f == "ctc" || f == "domain_adversarial") return split::heldout12;
   return split::heldout;
 }
 [[nodiscard]] constexpr std::string_view name(split s) {
@@ -88,6 +90,8 @@ enum class split {
       return "held-out round 10";
     case split::heldout11:
       return "held-out round 11";
+    case split::heldout12:
+      return "held-out round 12";
   }
   return "?";
 }
@@ -124,12 +128,15 @@ enum class split {
 [[nodiscard]] inline bool heldout_round11_family(std::string_view f) {
   return split_of(f) == split::heldout11;
 }
+[[nodiscard]] inline bool heldout_round12_family(std::string_view f) {
+  return split_of(f) == split::heldout12;
+}
 [[nodiscard]] inline bool is_lm(std::string_view f) {
   return f == "transformer_lm" || f == "rnn_lm";
 }
 /// Whether a family's inputs are token ids (never scaled, never cast to float).
 [[nodiscard]] inline bool takes_tokens(std::string_view f) {
-  return is_lm(f) || f == "text_cnn" || f == "seq2seq" || f == "skipgram" || f == "recommender";
+  return is_lm(f) || f == "text_cnn" || f == "seq2seq" || f == "skipgram" || f == "recommender" || f == "masked_lm";
 }
 [[nodiscard]] inline bool is_classifier(std::string_view f) { return f == "mlp" || f == "cnn" || f == "moe"; }
 
@@ -589,6 +596,80 @@ struct fault_info {
 //   and 0.003 while validation rises from 0.50-0.62 to 1.10-1.28; labels_off_by_one's validation
 //   rises from 3.7-3.9 to 6.0-6.9 while training reaches 0.19-0.21; lr_100x_midrun stalls at
 //   1.05 (healthy: 0.15-0.25); bad_init_large starts at 57-61 and ends at 1.5-2.5.
+// Round 12's faults, chosen with its families and written down (and committed) before any of
+// its runs was judged (only --list and --curves, which runs no monitor, had been run on it);
+// every faulted run in the canonical (second) variant: masked_lm's
+// licenses-w32-d32-h4-l2-postnorm, ctc's digits-crnn16x32-bigru32-clip5, domain_adversarial's
+// fashion-cnn8x16-fc64-d64-noise. Each is Q1 (convergence), as every zoo fault; where it has a
+// place, the expected tensor is the planted layer (forward_inf's, frozen_embedding's,
+// frozen_layer's). Eight faults a family, 16 runs each.
+// - masked_lm (token ids in; told the classes, the vocabulary with [MASK], 85: ln 85 = 4.44 for
+//   an uninformed model; clip_grad_norm_ 1, told): no_zero_grad, same_batch (the one masked
+//   batch, its masks too, as a `next(iter(loader))` outside the loop hands it out: memorized
+//   while the validation loss climbs), forward_inf (blocks.0 or blocks.1, the feed-forward's
+//   GELU), logged_nan_grad_norm_amp (quiet), labels_off_by_one (the chosen positions' labels one
+//   character id up, the collator's inputs right: a vocabulary read one off; validation read
+//   correctly), lr_100x_midrun, frozen_embedding (the token embedding `embed` left out of the
+//   optimizer, the positions' and the rest moving), bad_init_large (every weight matrix x10, the
+//   embeddings' N(0, 1) made N(0, 100): the head, after the last LayerNorm, gives logits 10x
+//   an initialization's). Not inputs_not_normalized (ids), lm_targets_not_shifted (no next-token
+//   targets: the labels are the chosen positions' own characters), wrong_loss_mse_on_logits or
+//   nan_grad_norm_real (kept to the other families this round), frozen_layer (kept to
+//   domain_adversarial). All fair, three after a second look at their --curves: under
+//   no_zero_grad the run trains as healthy runs do (2.95 and 2.84: clip_grad_norm_ bounds the
+//   running sum and Adam and RMSprop divide its growth away, as in rounds 6 and 10); the
+//   gradient norm logged before clipping, which the monitor reads, still grows step after step.
+//   frozen_embedding trains as healthy runs do (2.95 and 2.92: the positions and the encoder
+//   still learn the characters' frequencies); the update of embed exactly 0 while its gradient
+//   is not is the witness. labels_off_by_one's training loss falls as a healthy run's (2.94 and
+//   2.91), since the shifted labels' frequencies are as learnable as the true ones; its
+//   validation loss rises from 4.57 and 4.66 to 5.10 and 4.90, above ln 85, where healthy runs'
+//   of the variant fall to 2.8-3.2. --curves: same_batch's training loss goes to 0.007 and 0.010 while
+//   validation rises 4.11 -> 6.30 and 4.25 -> 5.94; forward_inf's loss is NaN from the onset;
+//   lr_100x_midrun ends at 3.27 and 3.20 (healthy runs of the variant: 2.85-3.15, most below
+//   3.05; LayerNorm keeps it finite); bad_init_large starts at 12.8 and 12.6 and ends at 3.24 and 3.21.
+// - ctc (not told classes, nor a chance loss: see build(); clip_grad_norm_ 5, told):
+//   no_zero_grad, same_batch (the one batch of 16 or 32 sequences memorized), inputs_not_normalized
+//   (x255 into the convolutions, no normalization layer), forward_inf (conv1, conv2 or the GRU's
+//   output, by the seed), logged_nan_grad_norm_amp (quiet), labels_off_by_one (each glyph's label
+//   one class up, mod 10, the blank never: an off-by-one in the label-to-index map; validation read
+//   correctly), lr_100x_midrun, bad_init_large (the convolutions' and the GRU's matrices and the
+//   head x10). Not wrong_loss_mse_on_logits (not told classes: as round 8's focal), frozen_layer
+//   or frozen_embedding (kept to the other families), nan_grad_norm_real or lm_targets_not_shifted.
+//   All fair, one after a second look: under no_zero_grad RMSprop trains to 0.011 (RMSprop
+//   divides the running sum's growth away, as in rounds 6, 10 and 11; Adam stalls at 0.70); the
+//   gradient norm, which the monitor reads, still grows. --curves: same_batch's training loss
+//   goes to 0.006 and 0.018 while validation ends at 0.61 and 0.31 (the variant's healthy Adam
+//   and RMSprop runs: 0.03-0.36; one batch of 72-144 digits still teaches some glyphs); inputs_not_normalized ends
+//   at 2.14 and 1.50, barely off the blank plateau (2.6-2.7); forward_inf's loss is NaN from the
+//   onset; labels_off_by_one's training loss reaches 0.065 and 0.093 while validation rises 2.68
+//   -> 7.45 and 3.27 -> 6.88; lr_100x_midrun ends at 3.79 (Adam, above the plateau) and 2.63
+//   (RMSprop, back on it); bad_init_large starts at 9.4 and 9.0 (healthy: 3.0-3.3) and ends on
+//   the plateau, 2.59 and 2.48.
+// - domain_adversarial (not told classes; the loss declared not a progress measure; the target
+//   domain's accuracy its metric, higher is better): no_zero_grad (one optimizer over the three
+//   networks), same_batch (the one batch of source and target images), inputs_not_normalized
+//   (x255 into both domains' images: one pipeline; the metric reads the target images through
+//   it too), forward_inf (conv1, conv2 or fc1 of the feature extractor, which every head reads),
+//   labels_off_by_one (the source labels; validation and the metric read correctly),
+//   lr_100x_midrun, bad_init_large, frozen_layer (the domain classifier `domain` left out of the
+//   optimizer, the bug of a user who builds it from the feature extractor's and the label
+//   classifier's parameters: the reversed gradient of a classifier that never learns pushes
+//   the features without bound). Not logged_nan_grad_norm_amp or nan_grad_norm_real (kept to the
+//   other families), wrong_loss_mse_on_logits (not told classes), lm_targets_not_shifted or
+//   frozen_embedding. All fair, two after a second look: under no_zero_grad RMSprop trains
+//   (target accuracy 0.61; Adam stalls at 0.13), and under inputs_not_normalized RMSprop trains
+//   too (0.72; Adam ends at 0.33): RMSprop divides the scale away, and the loss, not a progress
+//   measure, is no witness; the gradient norm growing step after step, the input batch
+//   (0..255) and the first layer's activations, 255x a healthy run's, are, as in rounds 5, 10
+//   and 11. --curves: same_batch's total goes to 0.22 and 0.66 while the source validation loss
+//   rises 1.98 -> 2.28 and 1.86 -> 3.32 and the target accuracy stops at 0.41 (healthy runs of
+//   the variant: 0.50-0.84); forward_inf's loss is NaN from the onset and the accuracy falls to
+//   0.10; labels_off_by_one's target accuracy goes to 0.05 and 0.00 (the shifted classes) and its
+//   source validation loss to 7.3 and 8.5; lr_100x_midrun's accuracy falls back to 0.09 (Adam)
+//   and its total climbs to 18.7 (RMSprop); bad_init_large's first totals are 520 and 278
+//   (healthy: 3.0) and its accuracy ends at 0.13 and 0.24; frozen_layer's total climbs to 275
+//   and 3666 while the accuracy ends at 0.18 and 0.28.
 inline const std::vector<fault_info>& fault_table() {
   using Q = mldiag::question;
   static const std::vector<fault_info> t = {
@@ -598,7 +679,8 @@ inline const std::vector<fault_info>& fault_table() {
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
         "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
         "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets",
-        "diffusion", "normalizing_flow", "multilabel"}},
+        "diffusion", "normalizing_flow", "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::lm_targets_not_shifted, "lm_targets_not_shifted", Q::convergence, true, false, false,
        "the numbers look like a task learned perfectly (train and validation loss both near 0); only knowing "
        "that text has ~1 bit/char of entropy says otherwise, and the monitor is not told that",
@@ -609,28 +691,32 @@ inline const std::vector<fault_info>& fault_table() {
         "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram", "lora", "fixup", "distill", "hetero_nll",
         "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender",
         "uncertainty_multitask", "actor_critic", "soft_targets",
-        "normalizing_flow", "multilabel"}},
+        "normalizing_flow", "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::inputs_not_normalized, "inputs_not_normalized", Q::convergence, true, false, true,
        "the first layer's activations and the initial loss are far larger than an initialization gives", false,
        {"mlp", "cnn", "autoencoder", "moe", "resnet", "tabular", "vit", "lenet", "gru_seq", "regression",
         "dwsep_cnn", "contrastive", "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal",
         "curriculum", "adversarial",
         "soft_targets",
-        "diffusion", "normalizing_flow", "multilabel"}},
+        "diffusion", "normalizing_flow", "multilabel",
+        "ctc", "domain_adversarial"}},
       {fault::forward_inf, "forward_inf", Q::convergence, false, true, true,
        "Inf appears in one layer's activations; forward order names the layer", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae",
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
         "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
         "quasi_newton", "uncertainty_multitask", "actor_critic", "soft_targets",
-        "diffusion", "normalizing_flow", "multilabel"}},
+        "diffusion", "normalizing_flow", "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::logged_nan_grad_norm_amp, "logged_nan_grad_norm_amp", Q::convergence, false, false, true,
        "one NaN grad norm with the loss scale halved is AMP skipping a step: nothing to report", true,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "tabular", "vit", "lenet", "gru_seq",
         "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram", "lora", "fixup", "distill", "hetero_nll",
         "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
         "uncertainty_multitask", "actor_critic", "soft_targets",
-        "normalizing_flow", "multilabel"}},
+        "normalizing_flow", "multilabel",
+        "masked_lm", "ctc"}},
       {fault::nan_grad_norm_real, "nan_grad_norm_real", Q::convergence, false, false, true,
        "the loss and the grad norm are NaN from the onset on, with no loss scale to explain it", false,
        {"mlp", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae", "tabular", "vit",
@@ -642,14 +728,16 @@ inline const std::vector<fault_info>& fault_table() {
        {"mlp", "cnn", "moe", "tabular", "vit", "lenet", "gru_seq", "dwsep_cnn", "seq2seq", "lora", "fixup", "distill",
         "pruned", "qat", "focal", "curriculum", "graph",
         "quasi_newton", "uncertainty_multitask", "soft_targets",
-        "multilabel"}},
+        "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::lr_100x_midrun, "lr_100x_midrun", Q::convergence, false, false, true,
        "the logged learning rate jumps 100x in one step", false,
        {"mlp", "cnn", "transformer_lm", "rnn_lm", "autoencoder", "moe", "resnet", "text_cnn", "vae",
         "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq", "contrastive", "skipgram",
         "lora", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "recommender", "graph",
         "uncertainty_multitask", "actor_critic",
-        "diffusion", "normalizing_flow", "multilabel"}},
+        "diffusion", "normalizing_flow", "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::wrong_loss_mse_on_logits, "wrong_loss_mse_on_logits", Q::convergence, true, false, true,
        "the initial loss is far from ln C though the monitor was told it is a C-class task", false,
        {"mlp", "cnn", "moe", "tabular", "vit", "lenet", "gru_seq", "dwsep_cnn", "seq2seq", "lora", "fixup", "distill",
@@ -657,17 +745,20 @@ inline const std::vector<fault_info>& fault_table() {
         "quasi_newton", "soft_targets"}},
       {fault::frozen_embedding, "frozen_embedding", Q::convergence, true, true, true,
        "the embedding's update is exactly zero while its gradient is not", false,
-       {"transformer_lm", "rnn_lm", "text_cnn", "seq2seq", "skipgram", "recommender"}},
+       {"transformer_lm", "rnn_lm", "text_cnn", "seq2seq", "skipgram", "recommender",
+        "masked_lm"}},
       {fault::bad_init_large, "bad_init_large", Q::convergence, true, false, true,
        "activations, logits and the initial loss are many times what a sane initialization gives", false,
        {"mlp", "cnn", "autoencoder", "moe", "tabular", "vit", "lenet", "gru_seq", "regression", "dwsep_cnn", "seq2seq",
         "contrastive", "fixup", "distill", "hetero_nll", "pruned", "qat", "triplet", "focal", "curriculum", "adversarial", "policy_gradient", "graph",
         "actor_critic",
-        "diffusion", "normalizing_flow", "multilabel"}},
+        "diffusion", "normalizing_flow", "multilabel",
+        "masked_lm", "ctc", "domain_adversarial"}},
       {fault::frozen_layer, "frozen_layer", Q::convergence, true, true, true,
        "a layer's (or a parameter's) update is exactly zero while its gradient is not and the others move", false,
        {"quasi_newton", "uncertainty_multitask",
-        "diffusion", "normalizing_flow"}},
+        "diffusion", "normalizing_flow",
+        "domain_adversarial"}},
   };
   return t;
 }
@@ -1372,6 +1463,98 @@ inline const std::vector<family_recipe>& recipes() {
        {{"fashion-cnn8x16-k8-posweight", O::adam, S::constant, 1e-3, 64, 2000},
         {"fashion-mlp256-k8", O::momentum, S::constant, 0.05, 64, 1500}},
        25, round5_optimizers, round5_schedules},
+      // Held-out round 12: 25 short runs each and two long runs, like round 11, written down
+      // and committed before any of its runs was judged: nothing but --list and --curves (which
+      // trains the runs with no monitor at all) has been run on them; to be measured once. Three
+      // kinds of training the zoo had not had, each wired as a careful user of its kind wires it
+      // following README.md, docs/integrations.md and docs/declarations.md, beside the wiring
+      // every family has (see train()) and each optimizer's learning rates read from the
+      // optimizer (observe_learning_rates): the classes where the loss is a cross-entropy over
+      // them (masked_lm's vocabulary), none where it is not (ctc's alignments, DANN's total),
+      // and an adversarial total declared not a progress measure beside the metric it is judged
+      // by (domain_adversarial). Round 5's schedules; round 5's optimizers (ctc,
+      // domain_adversarial) or round 9's adaptive list (masked_lm); learning rates mid-range for
+      // the method by common practice; only the check that every healthy run trains (--curves)
+      // may move them, and where it did it is said below. The faulted runs (short_spec 3 and 10:
+      // Adam at 1x, constant, and RMSprop at 2x, warm-up + linear decay) are in the second
+      // variant, the canonical configuration of each family. masked_lm and ctc accumulate 1, 1,
+      // 1 or 2 micro-batches (not round 11's 1, 1, 2, 4): a step of theirs costs 5-25 ms on one
+      // thread (attention over 32-48 characters, a GRU over up to 12-18 columns), and at 4 the
+      // runs took 15-28 s (first --curves runs).
+      // masked_lm: a BERT-style encoder over characters (see masked_lm_net, mlm_mask): 15% of the
+      // positions chosen by the collator (80% [MASK], 10% a random character, 10% kept), the
+      // cross-entropy at them; on GPL-3's 32-character windows one pre-norm block of 32 (2
+      // heads); the canonical one, BERT's post-norm, two blocks of 32 (4 heads) over the six
+      // license texts' 32-character windows; on GPL-3's 48-character windows two pre-norm blocks
+      // of 32 (2 heads). Told the classes (the vocabulary with [MASK]); clip_grad_norm_ 1. AdamW,
+      // Adagrad, RMSprop and Adam (round 9's adaptive list: BERT is trained with AdamW under
+      // warm-up + linear decay), Adam(W) 2e-3 and RMSprop 1e-3, not the 1e-3 and 5e-4 first
+      // written down (small encoders trained from scratch; at those rates the first --curves
+      // runs ended at 2.9-3.2, near the characters' unigram entropy), Adagrad 0.02;
+      // micro-batches of 16-32 windows, not the 8-32 first written down (at 8 windows of 32, 38
+      // chosen positions a step: a loss too noisy to read) nor 16-64 (86 s for the family's
+      // healthy runs). Windows of 32-48 and widths of 32, not the 64-character windows and
+      // widths of 48-64 first written down: a step took 30-40 ms (6.8-8.4 s for 200 steps of 16
+      // to 32 windows). GPL-3 cut into blocks with every 7th held out (text_windows), not its
+      // first 90% and its last 10% as first written down: its last tenth (how to apply the
+      // licence) reads unlike the rest, and the validation loss stayed at 3.3-3.5 while the
+      // training loss reached 3.0-3.1. A healthy run's loss falls from about ln V (4.3-4.4) to
+      // about the characters' unigram entropy (3.2 for GPL-3) in 100-200 steps, then slowly below
+      // it as the encoder learns to read the context through attention (2.8-2.9 in the long
+      // runs; the entropy of a character given its two neighbours is 1.3 in GPL-3).
+      // ctc: 3 to 6 glyphs side by side read column by column (see ctc_net, glyph_sequences),
+      // CTC with blank 0, the mean over the batch of each sequence's loss over its length,
+      // zero_infinity: on the digits a conv-only network (three 1-D convolutions of 64 over the
+      // columns, the last dilated, 8 frames a glyph); the canonical one, a CRNN on the digits, two
+      // 3x3 convolutions of 16 and 32 with 2x2 pooling, a bidirectional GRU of 32 (2 frames a
+      // glyph), clip_grad_norm_ 5; on Fashion-MNIST glyphs at 12 x 12 the same convolutions and a
+      // GRU of 48 (3 frames a glyph). The loss falls from 3-15 (more frames a glyph, a higher
+      // uniform-output loss) to the plateau of a network that emits blanks (2.6-2.7), then leaves
+      // it. The convolutions He-initialized, not LibTorch's default first written down: with
+      // that, 13 of 27 healthy runs ended on the plateau or just below it (2.44-2.67; the long
+      // conv-only run left it only after 600 steps; first --curves run). Momentum 0.04, not the
+      // 0.02 first written down, and SGD 0.2 after 0.4 and 0.8 were tried (at 0.8 the conv-only
+      // network's first steps sent its loss to 2900 and it stayed on the plateau; at 0.4, under
+      // step decay, it ended on it, 2.53: third and fourth --curves runs). The CRNN reads 2
+      // frames a digit and Fashion-MNIST at 12 x 12, not 4 frames and 14 x 14 first written
+      // down: its runs took up to 28 s.
+      // domain_adversarial: DANN (see dann_net, dann_stream, gradient_reversal) from a labelled
+      // source to an unlabelled target domain, the reversal's coefficient ramped by Ganin's 2 /
+      // (1 + exp(-10 p)) - 1: the digits to themselves at a lower contrast with noise, an MLP of
+      // 64-64; the canonical one, Fashion-MNIST to itself at a lower contrast with noise, a small
+      // strided CNN (8 and 16 channels, fc 64); Fashion-MNIST to itself blurred and brightened,
+      // an MLP of 256; domain classifiers of 64. The total declared not a progress measure, the
+      // target domain's accuracy the metric. Round 5's optimizers at a small classifier's rates
+      // (momentum 0.01, Ganin's; SGD 0.1, RMSprop 5e-4), Adam(W) 3e-4, not the 1e-3 first
+      // written down: at 2e-3 a CNN run blew up (total 16.8, source validation 6.4) and the
+      // blurred Fashion-MNIST MLP's two runs ended at a target accuracy of 0.13 and 0.18 where
+      // the variant's others reached 0.64-0.74 (third --curves run); at 5e-4 runs still fell back
+      // from their best target accuracy once the reversal neared 1 (0.38 -> 0.21, 0.46 -> 0.30;
+      // fourth), and with the milder shifts below by more than a quarter of their gain (0.56 ->
+      // 0.48; sixth), as DANN does at a large rate. Adagrad 0.01, not 0.03: its first steps sent
+      // the Fashion-MNIST MLP's total to 10-34 (third). The shifts: a lower contrast with noise,
+      // 0.2 + 0.6 x + N(0, 0.1^2), and a blur, 0.2 + 0.8 blur(x) + N(0, 0.05^2), milder than
+      // the 0.25 + 0.5 x + N(0, 0.2^2) and 0.3 + 0.7 blur(x) + N(0, 0.1^2) of the third and
+      // fourth runs (its falls back), and not the inverted and rotated images first written
+      // down: there the label classifier's target accuracy went to 0.00-0.05 (every shifted
+      // image read as one wrong class), and no adversarial alignment of the features rescued it
+      // in a run this short (first and second --curves runs).
+      {"masked_lm", {"gpl3-w32-d32-h2-l1-prenorm", "licenses-w32-d32-h4-l2-postnorm", "gpl3-w48-d32-h2-l2-prenorm"},
+       {16, 24, 32}, {200, 300, 400}, {0.0, 0.0, 0.0, 2e-3, 2e-3, 1e-3, 0.02},
+       {{"licenses-w32-d32-h4-l2-postnorm", O::adamw, S::constant, 1e-3, 16, 1500},
+        {"gpl3-w32-d32-h2-l1-prenorm", O::adagrad, S::constant, 0.02, 16, 1500}},
+       25, adaptive_optimizers, round5_schedules, {1, 1, 1, 2}},
+      {"ctc", {"digits-tcn64", "digits-crnn16x32-bigru32-clip5", "fashion12-crnn16x32-gru48"},
+       {8, 16, 32}, {200, 300, 400}, {0.2, 0.04, 0.04, 2e-3, 2e-3, 1e-3, 0.03},
+       {{"digits-crnn16x32-bigru32-clip5", O::adam, S::constant, 1e-3, 16, 1500},
+        {"digits-tcn64", O::momentum, S::constant, 0.01, 16, 1500}},
+       25, round5_optimizers, round5_schedules, {1, 1, 1, 2}},
+      {"domain_adversarial",
+       {"digits-mlp64x64-d64-noise", "fashion-cnn8x16-fc64-d64-noise", "fashion-mlp256-d64-blur"},
+       {16, 32, 64}, {200, 300, 400}, {0.1, 0.01, 0.01, 3e-4, 3e-4, 5e-4, 0.01},
+       {{"fashion-cnn8x16-fc64-d64-noise", O::momentum, S::constant, 0.01, 64, 1500},
+        {"digits-mlp64x64-d64-noise", O::adam, S::constant, 5e-4, 32, 2000}},
+       25, round5_optimizers, round5_schedules},
   };
   return r;
 }
@@ -1414,13 +1597,14 @@ inline std::vector<run_spec> make_specs(bool quick, int healthy_short = 48, int 
   std::vector<run_spec> out;
   if (quick) {
     // One short healthy run per family, and faults of every kind of symptom across families.
-    // Not rounds 2 to 11: CTest runs the quick subset all the time, and its figures would be
+    // Not rounds 2 to 12: CTest runs the quick subset all the time, and its figures would be
     // seen while the defaults are still being tuned.
     for (const auto& fr : recipes()) {
       if (heldout_round2_family(fr.family) || heldout_round3_family(fr.family) || heldout_round4_family(fr.family) ||
           heldout_round5_family(fr.family) || heldout_round6_family(fr.family) || heldout_round7_family(fr.family) ||
           heldout_round8_family(fr.family) || heldout_round9_family(fr.family) ||
-          heldout_round10_family(fr.family) || heldout_round11_family(fr.family))
+          heldout_round10_family(fr.family) || heldout_round11_family(fr.family) ||
+          heldout_round12_family(fr.family))
         continue;
       auto s = short_spec(fr, 3);  // adam
       s.steps = 150;

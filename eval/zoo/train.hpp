@@ -12,6 +12,7 @@
 #include "families_gru_seq_regression_dwsep.hpp"
 #include "families_hetero_nll_pruned_qat.hpp"
 #include "families_lora_fixup_distill.hpp"
+#include "families_masked_lm_ctc_domain_adversarial.hpp"
 #include "families_quasi_newton_uncertainty_actor_critic_soft_targets.hpp"
 #include "families_seq2seq_contrastive_skipgram.hpp"
 #include "families_tabular_vit_lenet.hpp"
@@ -1066,6 +1067,141 @@ inline setup build(const run_spec& s, const data& d) {
     u.tell_classes = false;
     u.chance_loss = chance;
     u.shift_labels = [](const torch::Tensor& y) { return torch::roll(y, 1, 1); };
+    u.observe_group_lrs = true;
+  } else if (s.family == "masked_lm") {
+    // <gpl3|licenses>-w<window>-d<width>-h<heads>-l<blocks>-<prenorm|postnorm>: a BERT-style
+    // encoder (see masked_lm_net) over character windows, masked by the loader as BERT's
+    // collator masks them (mlm_stream, mlm_mask: 15% of the positions chosen; 80% [MASK], 10% a
+    // random character, 10% kept), the cross-entropy at the chosen positions only (mlm_loss,
+    // ignore_index). `licenses`: the six license texts' windows (text_cnn's, their file labels
+    // unread); `gpl3`: GPL-3's alone (text_windows); the first `window` characters of each
+    // 64-character window, validation from held-out blocks spread over the text. Token ids in.
+    // Told the classes, the vocabulary's size with [MASK] (docs/integrations.md: a
+    // classification task's count; the loss is a cross-entropy over the vocabulary at each
+    // chosen position, ln(V) for an uninformed model, as the causal transformer LM's is);
+    // clip_grad_norm_ 1 as transformers are trained. labels_off_by_one: the chosen positions'
+    // labels one character id up (mod the characters), the inputs right. frozen_embedding
+    // leaves out the token embedding.
+    const bool licenses = s.variant.rfind("licenses", 0) == 0;
+    if (licenses ? !d.licenses : !d.gpl) {
+      u.why_not = licenses ? "fewer than 3 license texts in /usr/share/common-licenses"
+                           : "the GPL-3 text in /usr/share/common-licenses is missing";
+      return u;
+    }
+    if (licenses) {
+      u.tab = &*d.licenses;
+    } else {
+      auto own = std::make_shared<table>(text_windows(*d.gpl, 64));
+      u.tab = own.get();
+      u.own_table = own;
+    }
+    const auto number_after = [&](const std::string& tag) {
+      return std::stoll(s.variant.substr(s.variant.find(tag) + tag.size()));
+    };
+    const std::int64_t window = std::min<std::int64_t>(number_after("-w"), u.tab->side);
+    const std::int64_t chars = u.tab->vocab;
+    u.model = std::make_shared<masked_lm_net>(chars + 1, number_after("-d"), number_after("-h"), number_after("-l"), window,
+                                              s.variant.find("-prenorm") != std::string::npos);
+    u.classes = chars + 1;
+    auto stream = std::make_shared<mlm_stream>(u.tab, window, chars, s.seed * 7919 + 13);
+    u.draw = [stream](std::int64_t, std::int64_t b) { return stream->draw(b); };
+    u.label_loss = [](const torch::Tensor& out, const torch::Tensor& y) { return mlm_loss(out, y); };
+    u.shift_labels = [chars](const torch::Tensor& y) { return torch::where(y >= 0, (y + 1).remainder(chars), y); };
+    u.validate = [stream](net& model, double) {
+      taps vt;
+      return mlm_loss(model.forward(stream->val_inputs, vt), stream->val_labels).item<double>();
+    };
+    u.clip = 1.0;
+    u.frozen_embedding = "embed";
+    u.observe_group_lrs = true;
+  } else if (s.family == "ctc") {
+    if (!need_table()) return u;
+    // <digits|fashion12>-<tcn<c>|crnn<c1>x<c2>-<bigru|gru><hidden>>[-clip5]: 3 to 6 glyphs side
+    // by side (glyph_sequences: the UCI digits at 8 x 8, or Fashion-MNIST's first 20000
+    // training images at 12 x 12, fashion_glyphs12), read column by column (see ctc_net), CTC
+    // with blank 0, the mean over the batch of each sequence's loss over its length,
+    // zero_infinity (ctc_sequence_loss). Not told classes (CTC is no cross-entropy over classes:
+    // its loss sums over alignments), nor a chance loss: an uninformed model's CTC loss depends
+    // on each sequence's length and frames, so no one level a user could declare. `-clip5`:
+    // clip_grad_norm_ 5, as CRNN recipes clip. Validation: the same loss on 256 fixed sequences
+    // of validation glyphs. labels_off_by_one: the label sequences' classes one up (mod 10),
+    // never the blank.
+    if (s.variant.rfind("fashion12", 0) == 0) {
+      auto own = std::make_shared<table>(fashion_glyphs12(*u.tab, 20000));
+      u.tab = own.get();
+      u.own_table = own;
+    }
+    const bool rnn = s.variant.find("-crnn") != std::string::npos;
+    const auto c = widths_after(s.variant, rnn ? "-crnn" : "-tcn");
+    const bool bi = s.variant.find("-bigru") != std::string::npos;
+    const std::int64_t hidden = rnn ? widths_after(s.variant, bi ? "-bigru" : "-gru").front() : 0;
+    auto m = std::make_shared<ctc_net>(u.tab->side, rnn, c.front(), c.back(), hidden, bi);
+    u.model = m;
+    const auto frames = m->frames();
+    u.classes = 11;  // 10 labels and the blank: not told
+    u.tell_classes = false;
+    auto seqs = std::make_shared<glyph_sequences>(u.tab, s.seed * 7919 + 13);
+    u.draw = [seqs](std::int64_t, std::int64_t b) { return seqs->draw(b); };
+    u.label_loss = [frames](const torch::Tensor& out, const torch::Tensor& y) { return ctc_sequence_loss(out, y, frames); };
+    u.shift_labels = [](const torch::Tensor& y) {
+      const auto l = y.slice(1, 1);
+      return torch::cat({y.slice(1, 0, 1), torch::where(l > 0, l.remainder(10) + 1, l)}, 1);
+    };
+    u.validate = [seqs, frames](net& model, double scale) {
+      taps vt;
+      return ctc_sequence_loss(model.forward(seqs->val.first * scale, vt), seqs->val.second, frames).item<double>();
+    };
+    if (s.variant.find("-clip5") != std::string::npos) u.clip = 5.0;
+    u.observe_group_lrs = true;
+  } else if (s.family == "domain_adversarial") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn<c1>x<c2>-fc<width>>-d<hidden>-<noise|blur>: DANN
+    // (see dann_net, dann_stream): each micro-batch N labelled source images and N unlabelled
+    // target images (the training images shifted: shift_domain), the source rows' cross-entropy
+    // plus the domain classifier's BCE over all 2N behind the gradient reversal, its coefficient
+    // ramped by Ganin's schedule over the run's steps (dann_lambda, set before each step). The
+    // recorded loss is that total, as pytorch-DANN's loop prints it; the domain term is
+    // adversarial (it falls while the ramp is low, then climbs back toward ln 2 as the features
+    // stop telling the domains apart), so the run declares that the loss is not a progress
+    // measure (docs/declarations.md: an adversarial objective) and gives, every step, the label
+    // classifier's accuracy on the first 256 shifted validation images, the target domain's
+    // accuracy, higher is better, the measure DANN is judged by. Not told classes: the total is
+    // not a cross-entropy (round 10's uncertainty_multitask's reading). Validation: the source
+    // validation images' cross-entropy. frozen_layer leaves the domain classifier out of the
+    // optimizer.
+    const bool cnn = s.variant.find("-cnn") != std::string::npos;
+    const auto convs = cnn ? widths_after(s.variant, "-cnn") : std::vector<std::int64_t>{0, 0};
+    const auto widths = widths_after(s.variant, cnn ? "-fc" : "-mlp");
+    const auto kind = s.variant.find("-blur") != std::string::npos ? target_shift::blur : target_shift::noise;
+    auto m = std::make_shared<dann_net>(u.tab->side, cnn, widths, convs.front(), convs.back(),
+                                        widths_after(s.variant, "-d").front());
+    u.model = m;
+    u.classes = 10;  // labels_off_by_one's modulus; not told
+    u.tell_classes = false;
+    auto stream = std::make_shared<dann_stream>(u.tab, kind, s.seed * 7919 + 13);
+    u.draw = [stream](std::int64_t, std::int64_t b) { return stream->draw(b); };
+    auto* mp = m.get();
+    u.label_loss = [mp](const torch::Tensor& out, const torch::Tensor& y) { return dann_loss(out, y, mp->domain_logits); };
+    const auto steps = s.steps;
+    u.before_step = [mp, steps](std::int64_t step) { mp->lambda = dann_lambda(step, steps); };
+    // The metric reads the images through the run's own pipeline: x255 where it is planted.
+    const double scale = s.planted == fault::inputs_not_normalized ? 255.0 : 1.0;
+    const auto* t = u.tab;
+    u.metric = [mp, stream, t, scale](std::int64_t) {
+      torch::NoGradGuard no_grad;
+      const auto n = stream->target_val.size(0);
+      const auto guess = mp->classify(stream->target_val * scale).argmax(1);
+      return guess.eq(t->y_val.slice(0, 0, n)).to(torch::kDouble).mean().item<double>();
+    };
+    u.objective = mldiag::objective::not_progress;
+    u.metric_name = "target_accuracy";
+    u.metric_higher_is_better = true;
+    u.validate = [mp, t](net&, double s_in) {
+      const auto n = std::min<std::int64_t>(512, t->x_val.size(0));
+      return torch::nn::functional::cross_entropy(mp->classify(t->x_val.slice(0, 0, n) * s_in), t->y_val.slice(0, 0, n))
+          .item<double>();
+    };
+    u.frozen_layer = "domain";
     u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
