@@ -333,7 +333,9 @@ class monitor {
     std::int64_t last = -1;
     severity top = severity::info;
     std::int64_t first = -1;
-    detectors::harm_watch::progress_mark progress;  // where the progress metrics stood at `first`
+    // Where the progress metrics stood when this claim (detector, symptom, place) was first
+    // made in the run: one that comes and goes is the same claim, refuted by the same gain.
+    detectors::harm_watch::progress_mark progress;
   };
   [[nodiscard]] const episode_state* episode_of(const finding& f) const;
   std::vector<episode_state> episodes_;
@@ -643,10 +645,7 @@ MLDIAG_COMPILED_INLINE void monitor::drop_repeats(std::int64_t step, std::size_t
     } else {
       deliver = !ongoing || f.severity > e->top;
       e->top = ongoing ? std::max(e->top, f.severity) : f.severity;
-      if (!ongoing) {
-        e->first = step;
-        e->progress = harm_.mark();
-      }
+      if (!ongoing) e->first = step;  // `progress` stays the claim's first: it may come and go
       e->last = step;
     }
     if (deliver) {
@@ -665,7 +664,10 @@ MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
   notify(f);
   open_diagnosis_for(f);
   // Bounded: one run's early signals, not one per step (episodes are delivered once).
-  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) awaiting_.push_back({f, harm_.mark()});
+  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) {
+    const episode_state* e = episode_of(f);
+    awaiting_.push_back({f, e != nullptr ? e->progress : harm_.mark()});
+  }
 }
 
 MLDIAG_COMPILED_INLINE void monitor::open_diagnosis_for(const finding& f) {

@@ -309,12 +309,13 @@ delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
   });
 }
 
-// A detector of the user's own that states a convergence warning on every step of [from, to).
+// A detector of the user's own that states a convergence warning on every step of [from, to),
+// and of [again, again_to) where given.
 struct warns_between {
-  std::int64_t from, to;
+  std::int64_t from, to, again = -1, again_to = -1;
   [[nodiscard]] std::string_view name() const { return "warns_between"; }
   void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) const {
-    if (o.now.step < from || o.now.step >= to) return;
+    if ((o.now.step < from || o.now.step >= to) && (o.now.step < again || o.now.step >= again_to)) return;
     out.push_back(mldiag::detectors::escalate(
         mldiag::make_finding(mldiag::question::convergence, mldiag::symptoms::vanishing_gradients, severity::info, o.now.step, name()),
         {.harm = true}));
@@ -390,6 +391,19 @@ TEST_CASE("declarations: with a loss that is not a progress measure, a convergen
       } else {
         CHECK(d.size() == 1);
       }
+    }
+  }
+  SUBCASE("a claim that comes and goes is judged from its first making; twin: first made after the gain, it escalates") {
+    for (const bool early : {true, false}) {
+      mldiag::monitor mon(surrogate);
+      // Steps 10-39 and again 120-134 (a new episode: more than episode_gap apart), or only the
+      // second; the return climbs until 150 and then loses its gain.
+      mon.add(early ? warns_between{10, 40, 120, 135} : warns_between{120, 135});
+      const auto d = constant_surrogate(mon, metric_path::climbs_then_falls).named(mldiag::symptoms::vanishing_gradients);
+      REQUIRE(!d.empty());
+      bool warned = false;
+      for (const auto& f : d) warned = warned || f.severity >= severity::warning;
+      CHECK(warned == !early);
     }
   }
   SUBCASE("twin: recurring for 250 steps while the return makes most of its gain is not harm") {
