@@ -294,7 +294,9 @@ namespace {
 // "nothing is being trained"), beside a progress metric that climbs (time constant 60 steps:
 // most of its gain after step 50), climbs early (time constant 10: done by step 50), stays flat,
 // or climbs and then loses its gain from step 150.
-enum class metric_path { climbs, climbs_early, flat, climbs_then_falls, climbs_early_then_falls };
+// climbs_early_dips: climbs early, then 0.3 lower for ten steps from step 150 (an RL return's
+// dip) and back.
+enum class metric_path { climbs, climbs_early, flat, climbs_then_falls, climbs_early_then_falls, climbs_early_dips };
 delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
   std::mt19937_64 rng(17);
   std::normal_distribution<double> noise(0.0, 1.0);
@@ -305,6 +307,7 @@ delivered constant_surrogate(mldiag::monitor& mon, metric_path path) {
     if (path == metric_path::climbs_then_falls) r = step < 150 ? 1.0 - 0.8 * std::exp(-step / 60.0) : 0.2;
     if (path == metric_path::climbs_early) r = 1.0 - 0.8 * std::exp(-step / 10.0);
     if (path == metric_path::climbs_early_then_falls) r = step < 150 ? 1.0 - 0.8 * std::exp(-step / 10.0) : 0.2;
+    if (path == metric_path::climbs_early_dips) r = 1.0 - 0.8 * std::exp(-step / 10.0) - (step >= 150 && step < 160 ? 0.3 : 0.0);
     m.observe_metric("return", r + 0.01 * noise(rng), true);
   });
 }
@@ -351,6 +354,15 @@ TEST_CASE("declarations: with a loss that is not a progress measure, a convergen
     CHECK(c[1].severity == severity::warning);
     CHECK(c[1].why.find("return") != std::string::npos);
     CHECK(c[1].last_step >= 150);
+  }
+  SUBCASE("twin: the return dipping for ten steps is no consequence: the metric's own verdict calls it noise") {
+    mldiag::monitor mon(surrogate);
+    mon.add(warns_between{50, 140});
+    const auto d = constant_surrogate(mon, metric_path::climbs_early_dips);
+    const auto c = d.named(mldiag::symptoms::vanishing_gradients);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].severity == severity::info);
+    CHECK(!any_warning(d));
   }
   SUBCASE("twin: a claim held while the return made most of its gain is refuted by it; the return's fall is the metric's own warning") {
     mldiag::monitor mon(surrogate);

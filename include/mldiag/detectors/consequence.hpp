@@ -25,9 +25,11 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 ///   progress measure) at least `worsen_fraction` (10%) above the lowest such mean of the run
 ///   and `worsen_standard_errors` (3) of the window's standard errors above it (for a loss with
 ///   no lower bound, whose level can be 0 or below, 10% of what it gained since its first
-///   window, as for a metric); for a progress metric (`observe_metric`), the window's mean
-///   has lost that fraction of what it gained since its first window, by as many standard
-///   errors, of a gain of at least twice as many (a flat metric's gain is chance);
+///   window); for a progress metric (`observe_metric`), the metric's own verdict
+///   (`metric_not_improving` at warning: not improving, or a fifth of its gain lost over its
+///   window of 50 by four standard errors), which the monitor adds: a looser line of its own
+///   here made a waiting finding a warning on a dip the metric's verdict calls noise (an RL
+///   return falling back for ten updates);
 /// - **validation worsens**: a validation loss `val_worsen_fraction` (5%) above the best one
 ///   before it;
 /// - **values turn non-finite**: a NaN or Inf loss.
@@ -50,7 +52,7 @@ class harm_watch {
       : c_(c), loss_is_progress_(loss_is_progress), loss_bounded_(loss_bounded), losses_(std::max<std::size_t>(c.window, 3)) {}
 
   /// The harm that starts at this step, in words; empty when none does.
-  [[nodiscard]] std::string observe(const snapshot& s, const name_table& names) {
+  [[nodiscard]] std::string observe(const snapshot& s, const name_table&) {
     std::string harm;
     const auto add = [&](const std::string& h) { harm += harm.empty() ? h : "; " + h; };
     if (s.loss && !std::isfinite(*s.loss)) {
@@ -85,14 +87,7 @@ class harm_watch {
       const double now = t.values.mean();
       if (std::isnan(t.first)) t.first = now;
       t.best = std::max(t.best, now);
-      const double gained = t.best - t.first, lost = t.best - now;
-      const double se = t.values.stddev() / std::sqrt(static_cast<double>(t.values.size()));
-      // A gain inside twice the noise line is chance: the best of many windows of a flat, noisy
-      // metric stands a few standard errors above its first by selection alone.
-      const bool worse = gained >= 2.0 * c_.worsen_standard_errors * se && lost >= c_.worsen_fraction * gained &&
-                         lost >= c_.worsen_standard_errors * se;
-      if (worse && !t.worse) add("the progress metric " + std::string(names[m.id]) + " lost " + percent(lost / gained) + " of its gain");
-      t.worse = worse;
+      // Tracked for progressed_since; the metric's harm is its own verdict (class comment).
     }
     return harm;
   }
@@ -147,7 +142,6 @@ class harm_watch {
     signals::window values;
     double first = std::numeric_limits<double>::quiet_NaN();
     double best = -std::numeric_limits<double>::infinity();
-    bool worse = false;
   };
   metric& of(std::uint32_t id) {
     for (auto& m : metrics_)
