@@ -464,7 +464,9 @@ int main(int argc, char** argv) try {
         if (first.empty()) first = j.v.false_alarm + " [" + j.r->spec.describe() + "]";
       }
       std::set<std::string> fired;
-      for (const auto& f : j.r->run.findings) fired.insert(f.f.detector.empty() ? f.f.symptom : f.f.detector);
+      // The run keeps the findings that wait for a consequence too (info): not alarms.
+      for (const auto& f : j.r->run.findings)
+        if (f.f.severity >= mldiag::severity::warning) fired.insert(f.f.detector.empty() ? f.f.symptom : f.f.detector);
       for (const auto& d : fired) by_detector[d][sp]++;
     }
     if (n == 0) continue;
