@@ -618,4 +618,22 @@ inline data load_all(const std::string& digits_csv) {
   return d;
 }
 
+/// A smaller copy of an image table (rounds 11 and 12): the first `n_train` training rows and
+/// the first 512 validation rows, each batch of images mapped by `shrink` to `side` x `side`;
+/// labels kept. `how` ends the source's description.
+template <class Shrink>
+table shrunk(const table& f, std::int64_t n_train, std::int64_t side, Shrink shrink, const std::string& how) {
+  table t;
+  const auto n = std::min<std::int64_t>(n_train, f.x_train.size(0));
+  const auto v = std::min<std::int64_t>(512, f.x_val.size(0));
+  t.x_train = shrink(f.x_train.slice(0, 0, n));
+  t.y_train = f.y_train.slice(0, 0, n);
+  t.x_val = shrink(f.x_val.slice(0, 0, v));
+  t.y_val = f.y_val.slice(0, 0, v);
+  t.classes = 10;
+  t.side = side;
+  t.source = f.source + ", the first " + std::to_string(n) + " " + how;
+  return t;
+}
+
 }  // namespace zoo

@@ -96,20 +96,10 @@ struct toy_stream {
 /// scales images: the first `n_train` training images and the first 512 validation images;
 /// labels kept. [n, 196].
 inline table fashion14(const table& f, std::int64_t n_train) {
-  auto pool = [](const torch::Tensor& x) {
+  const auto pool = [](const torch::Tensor& x) {
     return torch::avg_pool2d(x.view({x.size(0), 1, 28, 28}), 2).flatten(1) * 2.0 - 1.0;
   };
-  table t;
-  const auto n = std::min<std::int64_t>(n_train, f.x_train.size(0));
-  const auto v = std::min<std::int64_t>(512, f.x_val.size(0));
-  t.x_train = pool(f.x_train.slice(0, 0, n));
-  t.y_train = f.y_train.slice(0, 0, n);
-  t.x_val = pool(f.x_val.slice(0, 0, v));
-  t.y_val = f.y_val.slice(0, 0, v);
-  t.classes = 10;
-  t.side = 14;
-  t.source = f.source + ", the first " + std::to_string(n) + " at 14 x 14 in [-1, 1]";
-  return t;
+  return shrunk(f, n_train, 14, pool, "at 14 x 14 in [-1, 1]");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -261,21 +261,11 @@ struct glyph_sequences {
 /// Fashion-MNIST's glyphs at 12 x 12 (the central 24 x 24, 2 x 2 average pooling), in [0, 1]:
 /// the first `n_train` training images and the first 512 validation images; labels kept.
 inline table fashion_glyphs12(const table& f, std::int64_t n_train) {
-  auto pool = [](const torch::Tensor& x) {
+  const auto pool = [](const torch::Tensor& x) {
     return torch::avg_pool2d(x.view({x.size(0), 1, 28, 28}).slice(2, 2, 26).slice(3, 2, 26), 2)
         .flatten(1);
   };
-  table t;
-  const auto n = std::min<std::int64_t>(n_train, f.x_train.size(0));
-  const auto v = std::min<std::int64_t>(512, f.x_val.size(0));
-  t.x_train = pool(f.x_train.slice(0, 0, n));
-  t.y_train = f.y_train.slice(0, 0, n);
-  t.x_val = pool(f.x_val.slice(0, 0, v));
-  t.y_val = f.y_val.slice(0, 0, v);
-  t.classes = 10;
-  t.side = 12;
-  t.source = f.source + ", the first " + std::to_string(n) + " at 12 x 12";
-  return t;
+  return shrunk(f, n_train, 12, pool, "at 12 x 12");
 }
 
 /// A sequence recognizer emitting per-column logits over the 10 labels and the blank (index 0):

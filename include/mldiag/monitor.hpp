@@ -341,11 +341,7 @@ class monitor {
   std::vector<episode_state> episodes_;
   // Findings delivered at info that wait for a consequence, and what counts as one.
   void escalate_awaiting(std::int64_t step, const std::string& harm);
-  struct awaiting {
-    finding f;
-    detectors::harm_watch::progress_mark progress;  // where the progress metrics stood when it began
-  };
-  std::vector<awaiting> awaiting_;
+  std::vector<finding> awaiting_;
   detectors::harm_watch harm_;
 
   struct quieted {
@@ -450,7 +446,7 @@ MLDIAG_COMPILED_INLINE std::span<const finding> monitor::end_step() {
   pending_.clear();
   mark_consequences(now.step, from);
   await_progress(now.step, from);
-  std::string harm = harm_.observe(now, recorder_.names());
+  std::string harm = harm_.observe(now);
   if (const std::string verdict = progress_verdict(from); !verdict.empty()) harm += harm.empty() ? verdict : "; " + verdict;
   escalate_awaiting(now.step, harm);
   apply_declarations(from);
@@ -566,20 +562,21 @@ MLDIAG_COMPILED_INLINE void monitor::apply_declarations(std::size_t from) {
 
 MLDIAG_COMPILED_INLINE void monitor::escalate_awaiting(std::int64_t step, const std::string& harm) {
   // Too old to be the cause of what follows: no longer watched.
-  std::erase_if(awaiting_, [&](const awaiting& a) { return step - a.f.last_step > consequence_window; });
+  std::erase_if(awaiting_, [&](const finding& f) { return step - f.last_step > consequence_window; });
   if (harm.empty() || awaiting_.empty()) return;
   const bool read_on_metric = config_.task.objective != objective::minimized;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < awaiting_.size(); ++i) {
-    awaiting& a = awaiting_[i];
+    finding& f = awaiting_[i];
     // objective::not_progress: a claim that held while the progress metric made most of its
     // gain is refuted by the run itself; a later dip of a noisy return is not its consequence.
-    if (read_on_metric && harm_.progressed_since(a.progress)) {
-      if (kept != i) awaiting_[kept] = std::move(a);
+    // Every delivered finding has its episode (drop_repeats), and episodes are never dropped.
+    const episode_state* e = episode_of(f);
+    if (read_on_metric && e != nullptr && harm_.progressed_since(e->progress)) {
+      if (kept != i) awaiting_[kept] = std::move(f);
       ++kept;
       continue;
     }
-    finding& f = a.f;
     f.severity = severity::warning;
     f.why = "consequence observed at step " + std::to_string(step) + ": " + harm;
     f.awaits_consequence = false;
@@ -664,10 +661,7 @@ MLDIAG_COMPILED_INLINE void monitor::deliver(const finding& f) {
   notify(f);
   open_diagnosis_for(f);
   // Bounded: one run's early signals, not one per step (episodes are delivered once).
-  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) {
-    const episode_state* e = episode_of(f);
-    awaiting_.push_back({f, e != nullptr ? e->progress : harm_.mark()});
-  }
+  if (f.awaits_consequence && f.severity == severity::info && awaiting_.size() < 64) awaiting_.push_back(f);
 }
 
 MLDIAG_COMPILED_INLINE void monitor::open_diagnosis_for(const finding& f) {

@@ -120,7 +120,7 @@ TEST_CASE("harm_watch: the loss's worsening starts where the rule says, once —
   for (std::size_t i = 0; i < l.size(); ++i) {
     rec.begin_step(static_cast<std::int64_t>(i));
     rec.observe(mldiag::scalar::loss, l[i]);
-    if (!w.observe(rec.end_step(), rec.names()).empty()) starts.push_back(static_cast<long>(i));
+    if (!w.observe(rec.end_step()).empty()) starts.push_back(static_cast<long>(i));
   }
   REQUIRE(starts.size() == 1);
   CHECK(starts[0] == first_worse(l));
@@ -130,7 +130,7 @@ TEST_CASE("harm_watch: the loss's worsening starts where the rule says, once —
   for (std::size_t i = 0; i < l.size(); ++i) {
     rec.begin_step(static_cast<std::int64_t>(1000 + i));
     rec.observe(mldiag::scalar::loss, i == 350 ? std::nan("") : l[i]);
-    const auto h = surrogate.observe(rec.end_step(), rec.names());
+    const auto h = surrogate.observe(rec.end_step());
     if (!h.empty()) {
       ++harms;
       CHECK(h == "the loss turned non-finite");
@@ -152,8 +152,8 @@ TEST_CASE("harm_watch: a loss with no lower bound is judged by the share of its 
       rec.begin_step(static_cast<std::int64_t>(i));
       rec.observe(mldiag::scalar::loss, l[i]);
       const auto& s = rec.end_step();
-      said_unbounded += unbounded.observe(s, rec.names());
-      said_bounded += bounded.observe(s, rec.names());
+      said_unbounded += unbounded.observe(s);
+      said_bounded += bounded.observe(s);
     }
     CHECK(!said_bounded.empty());  // the level's 10% line: crossed by both
     if (rise < 0.1) {

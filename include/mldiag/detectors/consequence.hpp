@@ -52,7 +52,7 @@ class harm_watch {
       : c_(c), loss_is_progress_(loss_is_progress), loss_bounded_(loss_bounded), losses_(std::max<std::size_t>(c.window, 3)) {}
 
   /// The harm that starts at this step, in words; empty when none does.
-  [[nodiscard]] std::string observe(const snapshot& s, const name_table&) {
+  [[nodiscard]] std::string observe(const snapshot& s) {
     std::string harm;
     const auto add = [&](const std::string& h) { harm += harm.empty() ? h : "; " + h; };
     if (s.loss && !std::isfinite(*s.loss)) {
@@ -104,9 +104,10 @@ class harm_watch {
     return m;
   }
   /// Whether a progress metric made most (`progressed_fraction`, half) of its run's gain since
-  /// `m`, by more than chance (twice worsen_standard_errors of its window's standard errors, the
-  /// line `observe` draws under a gain): an anomaly held while the run made most of its
-  /// progress did not stop it, and a later dip of a noisy metric is no consequence of it.
+  /// `m`, by more than chance (twice worsen_standard_errors of its window's standard errors: the
+  /// best of many windows of a flat, noisy metric stands a few above its first by selection
+  /// alone): an anomaly held while the run made most of its progress did not stop it, and a
+  /// later dip of a noisy metric is no consequence of it.
   [[nodiscard]] bool progressed_since(const progress_mark& m) const {
     for (const auto& t : metrics_) {
       if (std::isnan(t.first) || !t.values.full()) continue;
