@@ -669,6 +669,9 @@ inline setup build(const run_spec& s, const data& d) {
       for (std::size_t k = 0; k < n.size(); ++k)
         cs->add_stage(0.125 * static_cast<double>(k),
                       std::vector<std::int64_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n[k])));
+      // Stages train on a few classes while validation holds all ten: validation is drawn
+      // unlike training by design, as docs/declarations.md has a user say.
+      u.validation_unlike_training = true;
     }
     u.draw = [cs](std::int64_t step, std::int64_t b) { return cs->draw(step, b); };
     // A stage is a change of data made on purpose; smooth pacing grows the pool every step and

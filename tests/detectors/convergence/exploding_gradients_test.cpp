@@ -58,25 +58,39 @@ TEST_CASE("exploding_gradients fires when the norm jumps 50x and not on 5x noise
   CHECK(run(d, 300, healthy).empty());
   mldiag::detectors::exploding_gradients d2;
   CHECK(run(d2, 300, [](int step, mldiag::recorder&, double&, double& g) { if (step % 50 == 10) g *= 5; }).empty());
+  // The loss answers (up 50% more each step): 50x at step 200 is info ("the loss has not
+  // answered yet"), and the second step up decides, critical by its size (100x at 201).
   mldiag::detectors::exploding_gradients d3;
-  auto f = run(d3, 300, [](int step, mldiag::recorder&, double&, double& g) { if (step >= 200) g *= 50 * (step - 199); });
-  // Step 200, 50x with the loss unmoved: info ("the loss has not answered yet").
+  auto f = run(d3, 300, [](int step, mldiag::recorder&, double& loss, double& g) {
+    if (step >= 200) g *= 50 * (step - 199), loss *= 1.0 + 0.5 * (step - 199);
+  });
   REQUIRE(!f.empty());
   CHECK(f.front().severity == mldiag::severity::info);
   CHECK(f.front().first_step == 200);
   std::erase_if(f, [](const mldiag::finding& x) { return x.severity == mldiag::severity::info; });
   REQUIRE(!f.empty());
   CHECK(f.front().first_step == 200);  // every finding of the jump carries its first step
-  CHECK(f.front().last_step == 201);   // 100x at step 201: critical on its own, whatever the loss
+  CHECK(f.front().last_step == 201);
   CHECK(f.front().severity == mldiag::severity::critical);
   CHECK(f.back().severity == mldiag::severity::critical);
   CHECK(f.front().where.front().first == "grad/layers.0.w");
+  // The same norms with the loss unmoved (issue 38: size alone decides nothing where a loss is
+  // recorded): nothing above info until the norm has stayed up without progress, `sustain`
+  // (10) steps from the jump (the growth rule, from its anchor, a step sooner); then critical
+  // by its size.
+  mldiag::detectors::exploding_gradients d4;
+  auto g = run(d4, 300, [](int step, mldiag::recorder&, double&, double& n) { if (step >= 200) n *= 50 * (step - 199); });
+  std::erase_if(g, [](const mldiag::finding& x) { return x.severity == mldiag::severity::info; });
+  REQUIRE(!g.empty());
+  CHECK(g.front().last_step >= 208);
+  CHECK(g.front().last_step <= 209);
+  CHECK(g.front().severity == mldiag::severity::critical);
 }
 
 TEST_CASE("exploding gradients under clipping: a contained jump is not critical on its size alone") {
   // An LSTM clipped at 5 (the zoo's): one step's norm jumps 142x its median and the loss, whose
-  // update clip_grad_norm_ bounded, goes on falling. Unclipped, the same jump is critical on its
-  // own; told the clip bound, the monitor needs the loss to answer.
+  // update clip_grad_norm_ bounded, goes on falling. Clipped or not, the jump the loss did not
+  // answer is info (issue 38); one it answered is found, critical by its size.
   auto run = [](std::optional<double> clip, bool loss_answers) {
     mldiag::monitor mon({.task = {.max_grad_norm = clip}});
     return run_monitor(mon, 80, [&](int i, mldiag::monitor& m) {
@@ -86,10 +100,13 @@ TEST_CASE("exploding gradients under clipping: a contained jump is not critical 
       m.observe(mldiag::scalar::grad_norm, jump || (loss_answers && i == 51) ? 142.0 : 1.0 + 0.01 * (i % 3));
     });
   };
-  const auto unclipped = run(std::nullopt, false).named("exploding gradients");
-  REQUIRE(unclipped.size() == 1);
-  CHECK(unclipped[0].severity == severity::critical);
-  CHECK(unclipped[0].first_step == 50);
+  const auto unclipped = run(std::nullopt, false);
+  CHECK(unclipped.named("exploding gradients").empty());
+  CHECK(unclipped.named("gradient norm jumped; the loss has not answered yet").size() == 1);
+  const auto unclipped_answered = run(std::nullopt, true).named("exploding gradients");
+  REQUIRE(unclipped_answered.size() == 1);
+  CHECK(unclipped_answered[0].severity == severity::critical);
+  CHECK(unclipped_answered[0].first_step == 50);
   const auto contained = run(5.0, false);
   CHECK(contained.named("exploding gradients").empty());
   CHECK(contained.named("gradient norm jumped; the loss has not answered yet").size() == 1);

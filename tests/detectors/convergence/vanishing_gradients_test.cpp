@@ -111,3 +111,26 @@ TEST_CASE("vanishing_gradients: a gradient through a factor that starts at zero 
   CHECK(vanishing[0].last_step == 4);
   CHECK(vanishing[0].where.front().first == "grad/fc1.lora_A.weight");
 }
+
+TEST_CASE("vanishing_gradients: all-zero gradients of a batch fit exactly (loss 0) are not vanishing") {
+  // The zoo's triplet runs at batch 8 (issue 38): a margin loss met by every triplet of a batch
+  // is exactly 0 and so is every gradient, for runs of several steps. A dead network (its
+  // gradients exactly 0, its loss stuck well above 0) is the twin that must still fire.
+  mldiag::detectors::vanishing_gradients fit;
+  CHECK(run(fit, 100, [](int step, mldiag::recorder&, double& loss, double& g) {
+          if (step >= 50 && step < 70) loss = 0.0, g = 0.0;
+        }).empty());
+  mldiag::detectors::vanishing_gradients dead;
+  const auto f = run(dead, 100, [](int step, mldiag::recorder&, double& loss, double& g) {
+    if (step >= 50 && step < 70) loss = 2.3, g = 0.0;
+  });
+  REQUIRE(f.size() == 1);
+  CHECK(f.front().first_step == 50);
+  CHECK(f.front().evidence.front().second == 0.0);  // grad_rms
+  // A loss of exactly 0 does not excuse gradients that are not 0 but tiny (a loss that reads 0
+  // in its own rounding while a signal is lost through depth still says so).
+  mldiag::detectors::vanishing_gradients tiny;
+  CHECK(run(tiny, 100, [](int step, mldiag::recorder&, double& loss, double& g) {
+          if (step >= 50 && step < 70) loss = 0.0, g = 1e-12;
+        }).size() == 1);
+}

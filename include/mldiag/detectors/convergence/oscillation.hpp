@@ -71,7 +71,10 @@ class oscillation {
     for (std::size_t i = 0; i < losses_.size(); ++i) {
       residuals_.push(losses_[i] - (t.intercept + t.slope * static_cast<double>(i)));
     }
-    return residuals_.mad() / std::fabs(losses_.median());
+    // A median loss of exactly 0 (a margin loss met on most batches) leaves no scale to be
+    // relative to: not judged (NaN), where dividing gave inf and fired.
+    const double level = std::fabs(losses_.median());
+    return level > 0.0 ? residuals_.mad() / level : std::numeric_limits<double>::quiet_NaN();
   }
 
   config c_;

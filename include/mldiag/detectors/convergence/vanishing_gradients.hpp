@@ -28,7 +28,9 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// leaves both small; one tensor whose gradient passes through a factor that starts at zero
 /// has none while its partner's is normal (PEFT initializes lora_B to 0, so lora_A's gradient
 /// B^T delta is exactly 0 at first and tiny for tens of steps: first-to-last ratios of
-/// 6e-5..6e-4 with one tensor in healthy runs; docs/accuracy.md#vanishing_gradients).
+/// 6e-5..6e-4 with one tensor in healthy runs; docs/accuracy.md#vanishing_gradients). A step
+/// whose gradients are all exactly 0 while its loss is exactly 0 does not count: the batch is
+/// fit (a triplet or hinge loss met its margin), whereas a dead network's loss stays up.
 class vanishing_gradients {
  public:
   struct config {
@@ -84,8 +86,11 @@ class vanishing_gradients {
     // Each element's square is in the mean square, so the RMS is at least the largest |g| over
     // sqrt(elements): at twice the line (rounding moves the merged RMS by far less) it is above.
     const bool above_line = largest / std::sqrt(static_cast<double>(finite)) > 2.0 * c_.min_rms;
-    const bool vanishing = finite > 0 && ((g.size() > 1 && ratio < c_.layer_ratio) ||
-                                          (!above_line && merged_rms() < c_.min_rms));
+    // Every gradient exactly 0 with the loss exactly 0 is a batch the model fits (a margin or
+    // hinge loss met: the zoo's triplet runs at batch 8), not a signal lost on its way back.
+    const bool batch_fit = largest == 0.0 && o.now.loss && *o.now.loss == 0.0;
+    const bool vanishing = finite > 0 && !batch_fit &&
+                           ((g.size() > 1 && ratio < c_.layer_ratio) || (!above_line && merged_rms() < c_.min_rms));
     if (fired_.observe(vanishing, c_.sustain)) {
       finding f = make_finding(
           question::convergence, symptoms::vanishing_gradients, severity::info, o.now.step,
