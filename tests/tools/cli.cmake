@@ -10,7 +10,7 @@ set(cli $<TARGET_FILE:mldiag_cli>)
 # "mldiag:" line.
 add_test(NAME tools.cli.help COMMAND ${cli} --help)
 set_tests_properties(tools.cli.help PROPERTIES PASS_REGULAR_EXPRESSION "usage: mldiag <command>")
-foreach(cmd scan stats diff report)
+foreach(cmd scan stats diff report compare)
   add_test(NAME tools.cli.help_${cmd} COMMAND ${cli} ${cmd} --help)
   set_tests_properties(tools.cli.help_${cmd} PROPERTIES PASS_REGULAR_EXPRESSION "usage: mldiag ${cmd}.*examples:")
 endforeach()
@@ -110,6 +110,27 @@ if(mldiag_ckpt_python)
                    ${npy_files} ${mldiag_ckpt_data}/stored.npz ${mldiag_ckpt_data}/compressed.npz)
   set_tests_properties(tools.cli.stats_numpy PROPERTIES FIXTURES_REQUIRED mldiag_ckpt_data SKIP_RETURN_CODE 77)
 endif()
+# `mldiag compare` on activation dumps make_checkpoints.py writes: bf16 copies of an fp32
+# reference are within tolerance (exit 0); layer 2's attention scaled by 1.25 from position 3
+# is found there, as a scale mismatch (exit 1); a dump against a fingerprint file is refused.
+if(mldiag_ckpt_python)
+  mldiag_cli_expect_exit(compare_dumps_healthy 0 "no row diverged"
+                         compare ${mldiag_ckpt_data}/act_ref.safetensors ${mldiag_ckpt_data}/act_bf16.safetensors)
+  mldiag_cli_expect_exit(compare_dumps_fault 1 "first divergent: blocks.2.attn at prefill position 3 .request 0.: scale mismatch"
+                         compare ${mldiag_ckpt_data}/act_ref.safetensors ${mldiag_ckpt_data}/act_fault.safetensors)
+  mldiag_cli_expect_exit(compare_dumps_json 1 "\"layer\":\"blocks.2.attn\",\"request\":0,\"position\":3"
+                         compare --json ${mldiag_ckpt_data}/act_ref.safetensors ${mldiag_ckpt_data}/act_fault.safetensors)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/not-fingerprints.jsonl "{\"step\": 1}\n")
+  mldiag_cli_expect_exit(compare_mixed 2 "^mldiag: compare: one file is a fingerprint file and the other an activation dump"
+                         compare ${CMAKE_CURRENT_BINARY_DIR}/not-fingerprints.jsonl ${mldiag_ckpt_data}/act_ref.safetensors)
+  mldiag_cli_expect_exit(compare_bad_jsonl 2 "^mldiag: .*not-fingerprints.jsonl:1: not a fingerprint line"
+                         compare ${CMAKE_CURRENT_BINARY_DIR}/not-fingerprints.jsonl ${CMAKE_CURRENT_BINARY_DIR}/not-fingerprints.jsonl)
+  foreach(t compare_dumps_healthy compare_dumps_fault compare_dumps_json compare_mixed)
+    set_tests_properties(tools.cli.${t} PROPERTIES FIXTURES_REQUIRED mldiag_ckpt_data SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+mldiag_cli_expect_exit(compare_one_file 2 "^mldiag: compare needs two files" compare a.jsonl)
+
 # Bad checkpoints through the tool: one "mldiag:" line naming the file, exit code 2.
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/not-a-checkpoint.safetensors "step,loss\n1,2\n")
 mldiag_cli_expect_exit(stats_bad_file 2 "^mldiag: .*not-a-checkpoint.safetensors: .*text" stats ${CMAKE_CURRENT_BINARY_DIR}/not-a-checkpoint.safetensors)

@@ -202,6 +202,24 @@ np.savez(os.path.join(out, "diff_b.npz"), **diff_b)
 for name, a in diff_b.items():
     record("diff_b.npz", name, NUMPY_NAMES[a.dtype.str[1:]], a)
 
+# ---- activation dumps for `mldiag compare`: a reference in F32, the same taps stored in BF16
+# (healthy: within bf16's rounding), and BF16 with layer 2's attention scaled by 1.25 from
+# token position 3 on (a scale applied wrongly) ----
+acts = []
+for layer in range(4):
+    for what in ("attn", "residual"):
+        acts.append((f"blocks.{layer}.{what}", (1 + layer) * rng.standard_normal((10, 96)).astype(np.float32)))
+write_safetensors("act_ref.safetensors", [(n, "F32", a.shape, a.astype("<f4").tobytes(), a) for n, a in acts])
+for file, fault in (("act_bf16.safetensors", False), ("act_fault.safetensors", True)):
+    tensors = []
+    for n, a in acts:
+        b = a.copy()
+        if fault and n == "blocks.2.attn":
+            b[3:] *= 1.25
+        bits = bf16_bits(b)
+        tensors.append((n, "BF16", a.shape, bits.astype("<u2").tobytes(), bf16_values(bits)))
+    write_safetensors(file, tensors)
+
 with open(os.path.join(out, "manifest.json"), "w") as fh:
     json.dump(manifest, fh, indent=1)
 print(f"wrote {len(manifest)} tensors to {out}")

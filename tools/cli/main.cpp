@@ -4,12 +4,14 @@
 //   mldiag stats CHECKPOINT...    per-tensor statistics of .safetensors / .npy / .npz
 //   mldiag diff A B               per-tensor drift between two checkpoints
 //   mldiag report RUN.jsonl       the self-contained HTML report of a monitor's JSON Lines
+//   mldiag compare REF TEST       the first divergent layer of an inference engine against a reference
 //   mldiag detectors              the detector catalogue as a Markdown table
 // Exit codes: 0 nothing at warning or above, 1 something was, 2 bad input or usage
 // (docs/cli.md).
 #include "cli/checkpoint.hpp"
 #include "cli/checkpoint_diff.hpp"
 #include "cli/checkpoint_stats.hpp"
+#include "cli/compare.hpp"
 #include "cli/json_out.hpp"
 #include "cli/logs.hpp"
 #include "cli/scan.hpp"
@@ -61,6 +63,8 @@ commands:
   stats CHECKPOINT...     per-tensor statistics of .safetensors, .npy and .npz files
   diff A B                per-tensor drift from checkpoint A to checkpoint B
   report RUN.jsonl        the HTML report of a monitor's JSON Lines (-o FILE)
+  compare REF TEST        the first layer where an inference engine diverges from a reference,
+                          and why, from two fingerprint files or two activation dumps
   detectors               every detector of the catalogue with its symptoms and defaults, as a
                           Markdown table (the one in docs/detectors.md)
 
@@ -76,6 +80,7 @@ examples:
   mldiag stats model.safetensors
   mldiag diff step1000.safetensors step2000.safetensors
   mldiag report run.jsonl -o report.html
+  mldiag compare fp32.fingerprints.jsonl bf16.fingerprints.jsonl
 )";
 
 constexpr std::string_view scan_help = R"(usage: mldiag scan [options] LOG...
@@ -600,6 +605,80 @@ int diff_command(const args& a) {
   return exit_code(found);
 }
 
+
+constexpr std::string_view compare_help = R"(usage: mldiag compare [options] REFERENCE TEST
+
+The first layer at which an inference engine (TEST) diverges from a reference (REFERENCE: the
+same model in fp32, or another engine), and the likely cause. Both files are fingerprint files
+(JSON Lines, written by mldiag::inference::fingerprint_recorder) or both are activation dumps
+(.safetensors, .npy, .npz: each floating tensor one tap in file order, its first dimension the
+token positions). Rows are matched by request, token position and layer name; a row diverges
+when its relative error is past tolerance-factor x the unit roundoff of the two formats.
+
+options:
+  --tolerance-factor X     the tolerance in units of the formats' roundoff (default 16)
+  --json                   one JSON document on stdout
+
+exit codes: 0 no row diverged, 1 a row diverged, 2 bad input or usage
+
+examples:
+  mldiag compare ref.fingerprints.jsonl int8.fingerprints.jsonl
+  mldiag compare --json fp32_acts.safetensors fp16_acts.safetensors | jq '.first'
+)";
+
+int compare_command(const args& a) {
+  if (a.help) return print_help(compare_help);
+  if (a.positional.size() != 2) throw usage_error("compare needs two files, REFERENCE and TEST; see mldiag compare --help");
+  mldiag::inference::compare_options o;
+  if (const auto t = a.get("--tolerance-factor")) {
+    o.tolerance_factor = parse_number(*t, "--tolerance-factor");
+    if (!(o.tolerance_factor > 0.0)) throw usage_error("--tolerance-factor " + *t + ": expected a positive number");
+  }
+  const bool ja = mldiag::cli::looks_like_jsonl(a.positional[0]), jb = mldiag::cli::looks_like_jsonl(a.positional[1]);
+  if (ja != jb) throw usage_error("compare: one file is a fingerprint file and the other an activation dump; give two of the same kind");
+  std::vector<std::string> skipped;
+  const auto load = [&](const std::string& p) {
+    return ja ? mldiag::cli::read_fingerprints(p) : mldiag::cli::dump_fingerprints(p, skipped);
+  };
+  const auto ref = load(a.positional[0]);
+  const auto test = load(a.positional[1]);
+  const auto d = mldiag::inference::compare(ref, test, o);
+  const bool found = d.first.has_value();
+  if (a.json) {
+    json_out j;
+    j.begin_object().member("command", "compare").member("reference", a.positional[0]).member("test", a.positional[1]);
+    j.member("matched_rows", static_cast<double>(d.matched)).member("unmatched_rows", static_cast<double>(d.unmatched));
+    j.member("diverged_rows", static_cast<double>(d.diverged_rows));
+    if (d.first) {
+      const auto& f = *d.first;
+      j.key("first").begin_object().member("layer", f.test.name).member("request", static_cast<double>(f.test.request));
+      j.member("position", static_cast<double>(f.test.position)).member("phase", std::string(mldiag::inference::name(f.test.phase)));
+      j.member("relative_error", f.relative_error).member("tolerance", f.tolerance).member("cosine", f.cosine);
+      j.member("norm_ratio", f.norm_ratio).member("cause", std::string(mldiag::inference::name(d.cause)));
+      j.member("explanation", d.explanation).end_object();
+    }
+    j.key("layers").begin_array();
+    for (const auto& l : d.per_layer) {
+      j.begin_object().member("layer", l.test.name).member("worst_relative_error", l.relative_error);
+      j.member("tolerance", l.tolerance).member("cosine", l.cosine).member("position", static_cast<double>(l.test.position)).end_object();
+    }
+    return finish_json(j, found);
+  }
+  fmt::print("{} rows matched ({} unmatched), {} diverged\n", d.matched, d.unmatched, d.diverged_rows);
+  fmt::print("  {:<40} {:>14} {:>10} {:>9} {:>9}\n", "layer (forward order)", "worst rel.err", "tolerance", "cosine", "position");
+  for (const auto& l : d.per_layer)
+    fmt::print("  {:<40} {:>14.4g} {:>10.3g} {:>9.5f} {:>9}{}\n", l.test.name, l.relative_error, l.tolerance, l.cosine, l.test.position,
+               l.diverged() ? "  diverged" : "");
+  for (const auto& n : skipped) fmt::print("note: not compared (not floating point): {}\n", n);
+  if (d.first) {
+    const auto& f = *d.first;
+    fmt::print("first divergent: {} at {} position {} (request {}): {}\n  {}\n", f.test.name, mldiag::inference::name(f.test.phase),
+               f.test.position, f.test.request, mldiag::inference::name(d.cause), d.explanation);
+  } else {
+    fmt::print("no row diverged\n");
+  }
+  return exit_code(found);
+}
 }  // namespace
 
 constexpr std::string_view detectors_help = R"(mldiag detectors — the detector catalogue
@@ -677,8 +756,9 @@ int main(int argc, char** argv) {
     if (command == "stats") return stats_command(parse_args(argc, argv, 2, {"--threads"}, {}));
     if (command == "diff") return diff_command(parse_args(argc, argv, 2, {"--threads", "--top"}, {}));
     if (command == "report") return report_command(parse_args(argc, argv, 2, {"-o", "--output", "--title"}, {}));
+    if (command == "compare") return compare_command(parse_args(argc, argv, 2, {"--tolerance-factor"}, {}));
     if (command == "detectors") return detectors_command(argc, argv);
-    throw usage_error("unknown command '" + command + "'; the commands are scan, stats, diff, report, detectors (mldiag --help)");
+    throw usage_error("unknown command '" + command + "'; the commands are scan, stats, diff, report, compare, detectors (mldiag --help)");
   } catch (const std::exception& e) {
     // One line, starting with "mldiag:", naming the file and what is wrong (mldiag::error's
     // messages do); anything else unexpected is reported the same way, never a crash.

@@ -61,7 +61,7 @@ namespace detail {
 /// The fingerprint of row `row` of a tap.
 [[nodiscard]] inline fingerprint make_fingerprint(const tap& t, std::size_t row, std::uint32_t order) {
   if (row >= t.rows || t.values.size() != t.rows * t.cols) {
-    throw error("mldiag: make_fingerprint: row " + std::to_string(row) + " of tap '" + std::string(t.name) + "' with " +
+    throw error("make_fingerprint: row " + std::to_string(row) + " of tap '" + std::string(t.name) + "' with " +
                 std::to_string(t.rows) + " x " + std::to_string(t.cols) + " values; pass a row of the tap");
   }
   fingerprint f;
@@ -249,7 +249,7 @@ namespace detail {
   out.matched = rows.size();
   out.unmatched += reference.size() - std::min(reference.size(), rows.size());
   if (rows.empty()) {
-    throw error("mldiag: compare: no row of the test matches the reference by request, position and layer name; "
+    throw error("compare: no row of the test matches the reference by request, position and layer name; "
                 "record both runs with the same tap names and prompts");
   }
   std::stable_sort(rows.begin(), rows.end(), [](const row_difference& a, const row_difference& b) {

@@ -99,7 +99,7 @@ struct storage_format {
   /// Throws `mldiag::error` for a scale that is not a positive finite number.
   void validate() const {
     if (!(scale > 0.0) || !std::isfinite(scale)) {
-      throw error("mldiag: storage_format scale is " + std::to_string(scale) +
+      throw error("storage_format scale is " + std::to_string(scale) +
                   "; give the positive factor values are divided by before they are stored (1 for a plain float format)");
     }
   }

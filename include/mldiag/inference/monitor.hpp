@@ -103,8 +103,8 @@ class monitor {
  public:
   monitor() : monitor(monitor_config{}) {}
   explicit monitor(monitor_config c) : c_(c) {
-    if (c_.sample_every == 0) throw error("mldiag: inference::monitor_config::sample_every is 0; give 1 to sample every step");
-    if (c_.trend_points < 3) throw error("mldiag: inference::monitor_config::trend_points must be at least 3");
+    if (c_.sample_every == 0) throw error("inference::monitor_config::sample_every is 0; give 1 to sample every step");
+    if (c_.trend_points < 3) throw error("inference::monitor_config::trend_points must be at least 3");
   }
 
   /// Starts a step (a prefill pass or one decode step); taps are numbered from 0 in it.
@@ -118,7 +118,7 @@ class monitor {
   /// Reads one tapped tensor. Throws `mldiag::error` for a span whose size is not rows x cols.
   void observe(const tap& t) {
     if (t.values.size() != t.rows * t.cols) {
-      throw error("mldiag: tap '" + std::string(t.name) + "' has " + std::to_string(t.values.size()) + " values for " +
+      throw error("tap '" + std::string(t.name) + "' has " + std::to_string(t.values.size()) + " values for " +
                   std::to_string(t.rows) + " x " + std::to_string(t.cols) + "; pass rows and cols of the span");
     }
     const std::size_t order = order_++;
@@ -140,7 +140,7 @@ class monitor {
   /// sampled: false for a row with any NaN or Inf (a row of NaN sampled by argmax gives token 0,
   /// a valid-looking token; abort the request instead). Decode rows feed the output checks.
   bool observe_logits(std::int32_t request, std::span<const float> row, inference::phase p = inference::phase::decode) {
-    if (row.empty()) throw error("mldiag: observe_logits got an empty row; pass the request's V logits");
+    if (row.empty()) throw error("observe_logits got an empty row; pass the request's V logits");
     std::uint64_t bad = 0;
     float top = -std::numeric_limits<float>::infinity();
     std::size_t arg = 0;
