@@ -219,3 +219,106 @@ TEST_CASE("event_timer: an unread slot is dropped, never waited for, and misuse 
   small.finish();
   CHECK(small.try_readback() == readback_status::ready);
 }
+
+// ---- cuda::inference_buffers: the device sentinel and fingerprints (issue 39) ----
+#include "mldiag/cuda/inference.cuh"
+#include "mldiag/inference/fingerprint.hpp"
+
+#include <cuda_bf16.h>
+
+namespace {
+std::optional<mldiag::cuda::inference_buffers::event> wait_for(mldiag::cuda::inference_buffers& b, cudaStream_t s) {
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);  // the test waits; the engine polls a step later
+  return b.poll();
+}
+}  // namespace
+
+TEST_CASE("device sentinel: the first non-finite (step, tap, row) by atomic minimum; a clean pass reports none") {
+  cudaStream_t s{};
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  mldiag::cuda::inference_buffers buf(64);
+  constexpr int rows = 40, cols = 100;
+  std::vector<float> h(rows * cols, 0.5f);
+  float* d = nullptr;
+  REQUIRE(cudaMalloc(&d, h.size() * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  buf.reset(s);
+  buf.sentinel(d, rows * cols, cols, 3, 0, s);
+  buf.readback(s);
+  auto e = wait_for(buf, s);
+  REQUIRE(e);
+  CHECK(!e->any());
+  h[17 * cols + 5] = NAN, h[30 * cols] = INFINITY, h[33 * cols + 1] = NAN;
+  REQUIRE(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  buf.sentinel(d, rows * cols, cols, 3, 2, s);  // tap 2 of step 3
+  buf.sentinel(d, rows * cols, cols, 4, 0, s);  // a later step: not first
+  buf.readback(s);
+  e = wait_for(buf, s);
+  REQUIRE(e);
+  CHECK(e->step == 3);
+  CHECK(e->order == 2);
+  CHECK(e->row == 17);
+  CHECK(e->nan == 4);  // two NaN, seen in two taps
+  CHECK(e->inf == 2);
+  cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("device sentinel inside a captured CUDA graph: reset, scan and readback replay with no host call between") {
+  cudaStream_t s{};
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  mldiag::cuda::inference_buffers buf(1);
+  constexpr int n = 4096;
+  std::vector<__nv_bfloat16> h(n, __float2bfloat16(1.0f));
+  h[2049] = __float2bfloat16(NAN);
+  __nv_bfloat16* d = nullptr;
+  REQUIRE(cudaMalloc(&d, n * sizeof(__nv_bfloat16)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d, h.data(), n * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice) == cudaSuccess);
+  cudaGraph_t graph{};
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  buf.reset(s);
+  buf.sentinel(d, n, 64, 9, 1, s);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec{};
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  buf.readback(s);
+  const auto e = wait_for(buf, s);
+  REQUIRE(e);
+  CHECK(e->step == 9);
+  CHECK(e->order == 1);
+  CHECK(e->row == 2049 / 64);
+  CHECK(e->nan == 1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("device fingerprints match the host's make_fingerprint") {
+  constexpr int rows = 7, cols = 1000;
+  std::vector<float> h(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) h[static_cast<std::size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 13));
+  h[3 * cols + 10] = NAN;
+  float* d = nullptr;
+  REQUIRE(cudaMalloc(&d, h.size() * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  mldiag::cuda::inference_buffers buf(16);
+  buf.fingerprint(d, rows, cols, 5, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const mldiag::inference::tap t{.name = "blocks.0.mlp", .position = 100, .rows = rows, .cols = cols, .values = h};
+  const auto dev = buf.fingerprints(t, 5, 0);
+  REQUIRE(dev.size() == rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto host = mldiag::inference::make_fingerprint(t, r, 0);
+    CAPTURE(r);
+    CHECK(dev[r].position == host.position);
+    CHECK(dev[r].nan == host.nan);
+    CHECK(dev[r].amax == host.amax);
+    CHECK(dev[r].l2 == doctest::Approx(host.l2).epsilon(1e-12));
+    CHECK(dev[r].mean == doctest::Approx(host.mean).epsilon(1e-9));
+    for (std::size_t b = 0; b < mldiag::inference::sketch_buckets; ++b) CHECK(dev[r].sketch[b] == doctest::Approx(host.sketch[b]).epsilon(1e-5));
+  }
+  CHECK_THROWS_AS(buf.fingerprint(d, rows, cols, 12, nullptr), mldiag::error);  // slots 12..19 of 16
+  cudaFree(d);
+}

@@ -10,6 +10,7 @@
 #include "mldiag/cuda/device_entropy.cuh"
 #include "mldiag/cuda/device_stats.cuh"
 #include "mldiag/cuda/event_timer.cuh"
+#include "mldiag/cuda/inference.cuh"
 #include "mldiag/cuda/memory.cuh"
 #if MLDIAG_LINK_TWICE_NCCL
 #include "mldiag/cuda/nccl_merge.cuh"
@@ -45,6 +46,12 @@ namespace {
   [[maybe_unused]] auto* volatile checks = &mldiag::cuda::require_device_memory;
   [[maybe_unused]] void (mldiag::cuda::stats_plan::*volatile compute)(void*, cudaStream_t) const =
       &mldiag::cuda::stats_plan::compute;
+  [[maybe_unused]] void (mldiag::cuda::inference_buffers::*volatile sentinel_f)(const float*, std::int64_t, std::int64_t,
+                                                                              std::int64_t, unsigned, cudaStream_t) =
+      &mldiag::cuda::inference_buffers::sentinel<float>;
+  [[maybe_unused]] void (mldiag::cuda::inference_buffers::*volatile fingerprint_f)(const float*, std::int64_t, std::int64_t,
+                                                                                  std::size_t, cudaStream_t) =
+      &mldiag::cuda::inference_buffers::fingerprint<float>;
 #if MLDIAG_LINK_TWICE_NCCL
   [[maybe_unused]] auto* volatile merge = &mldiag::cuda::nccl_merge;
 #endif

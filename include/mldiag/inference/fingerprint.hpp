@@ -49,8 +49,9 @@ struct fingerprint {
 };
 
 namespace detail {
-// splitmix64: a fixed hash of the element's column, the same in every run and on every machine.
-[[nodiscard]] constexpr std::uint64_t mix(std::uint64_t x) noexcept {
+// splitmix64: a fixed hash of the element's column, the same in every run, on every machine and
+// on the device (kernels/mldiag/cuda/inference.cuh).
+[[nodiscard]] MLDIAG_HOST_DEVICE constexpr std::uint64_t mix(std::uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
