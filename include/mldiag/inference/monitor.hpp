@@ -257,8 +257,9 @@ class monitor {
   void padding(const tap& t, std::span<const float> pad) {
     std::uint64_t bad = 0;
     for (const float v : pad) bad += std::isfinite(v) ? 0 : 1;
-    auto& tr = trends_[key(t)];
-    if (bad == 0 || tr.kv_padding_reported) return;
+    if (bad == 0) return;
+    auto& tr = trend_of(t);
+    if (tr.kv_padding_reported) return;
     tr.kv_padding_reported = true;
     finding f = make_finding(question::convergence, symptoms::kv_padding_non_finite, severity::warning, step_,
                              "inference.kv_cache", {{"non_finite", static_cast<double>(bad)},
@@ -270,12 +271,12 @@ class monitor {
   }
 
   void range(const tap& t, const range_stats& r) {
-    auto& tr = trends_[key(t)];
+    auto& tr = trend_of(t);
     const double head = r.headroom_bits();
-    const std::vector<std::pair<std::string, double>> base = {
-        {"amax", r.amax}, {"max_finite", r.max_finite}, {"headroom_bits", head}, {"position", static_cast<double>(t.position)}};
+    // The evidence is built only for a finding: a tap that raises none allocates nothing.
     const auto emit = [&](mldiag::symptom s, severity level, std::vector<std::pair<std::string, double>> extra) {
-      auto ev = base;
+      std::vector<std::pair<std::string, double>> ev = {
+          {"amax", r.amax}, {"max_finite", r.max_finite}, {"headroom_bits", head}, {"position", static_cast<double>(t.position)}};
       ev.insert(ev.end(), extra.begin(), extra.end());
       finding f = make_finding(question::early_anomaly, s, level, step_, "inference.range", std::move(ev));
       f.where.emplace_back(std::string(t.name), r.amax);
@@ -317,7 +318,7 @@ class monitor {
   // column's: info with the channels named (massive activations are a trait of healthy LLMs;
   // what they cost is the format's business, above).
   void outliers(const tap& t, std::span<const float> written) {
-    auto& tr = trends_[key(t)];
+    auto& tr = trend_of(t);
     if (tr.outliers) return;
     col_amax_.assign(t.cols, 0.0);
     const std::size_t rows = written.size() / t.cols;
@@ -359,12 +360,17 @@ class monitor {
     return {slope, my + slope * (p.back().first - mx)};
   }
 
-  // Trends are per tap name and rank (a request's tensors share the layer's range).
-  [[nodiscard]] static std::pair<std::string, std::int32_t> key(const tap& t) { return {std::string(t.name), t.rank}; }
-
   struct trend_state : trend {
     bool kv_padding_reported = false;
   };
+  // Trends are per tap name and rank (a request's tensors share the layer's range); looked up
+  // by string_view, so a known tap allocates nothing.
+  trend_state& trend_of(const tap& t) {
+    auto& by_name = trends_[t.rank];
+    const auto it = by_name.find(t.name);
+    if (it != by_name.end()) return it->second;
+    return by_name.emplace(std::string(t.name), trend_state{}).first->second;
+  }
 
   monitor_config c_;
   std::int64_t step_ = 0;
@@ -374,7 +380,7 @@ class monitor {
   std::optional<site> first_;
   std::map<std::int32_t, std::int64_t> seen_requests_;
   std::map<std::int32_t, output_state> outputs_;
-  std::map<std::pair<std::string, std::int32_t>, trend_state> trends_;
+  std::map<std::int32_t, std::map<std::string, trend_state, std::less<>>> trends_;
   std::vector<double> col_amax_, sorted_;
   std::vector<finding> out_;
 };
