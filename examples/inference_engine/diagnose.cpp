@@ -196,7 +196,12 @@ int main(int argc, char** argv) {
       plant(opt.faults, s.fault, s.layer);
       const auto test = run_engine(m, opt, prompts, s.sampling, nullptr, true);
       const auto ref = run_engine(m, {}, prompts, s.sampling, &test.tokens, false);
-      const auto d = mi::compare(ref.rows, test.rows, {.tolerance_factor = tolerance_factor});
+      // The formats the path computes with: int8's weights and inputs feed taps stored in fp32.
+      const double compute = s.path == ex::precision::int8   ? mi::storage_format{mi::number_format::int8}.unit_roundoff()
+                             : s.path == ex::precision::bf16 ? mi::storage_format{mi::number_format::bf16}.unit_roundoff()
+                             : s.path == ex::precision::fp16 ? mi::storage_format{mi::number_format::fp16}.unit_roundoff()
+                                                             : 0.0;
+      const auto d = mi::compare(ref.rows, test.rows, {.tolerance_factor = tolerance_factor, .compute_roundoff = compute});
       const bool is_healthy = s.fault.empty();
       const bool monitor_found = !test.findings.empty();
       const bool diverged = d.first.has_value();
@@ -220,8 +225,12 @@ int main(int argc, char** argv) {
                   diverged ? std::string(mi::name(d.cause)).c_str() : "-");
       if (verbose) {
         for (const auto& f : test.findings)
-          std::printf("    %s %s at %s: %s\n", std::string(mldiag::name(f.severity)).c_str(), f.symptom.c_str(),
+        {
+          std::printf("    %s %s at %s: %s", std::string(mldiag::name(f.severity)).c_str(), f.symptom.c_str(),
                       f.where.empty() ? "?" : f.where.front().first.c_str(), f.why.c_str());
+          for (const auto& [k, v] : f.evidence) std::printf(" %s=%.4g", k.c_str(), v);
+          std::printf("\n");
+        }
         for (const auto& l : d.per_layer)
           std::printf("    %-22s worst rel.err %.4g (tolerance %.3g) at position %lld\n", l.test.name.c_str(), l.relative_error,
                       l.tolerance, static_cast<long long>(l.test.position));

@@ -104,9 +104,16 @@ namespace detail {
 class fingerprint_recorder {
  public:
   void begin_step() { order_ = 0; }
+  /// A KV-cache tap's padding rows (from `valid_rows` on) hold no token: they are recorded at
+  /// negative positions, -1 - (position + row), so that they meet the reference's padding and
+  /// never the token a later step writes at that position.
   void observe(const tap& t) {
     const auto order = order_++;
-    for (std::size_t r = 0; r < t.rows; ++r) rows_.push_back(make_fingerprint(t, r, order));
+    const std::size_t valid = t.kind == tap_kind::kv_cache ? std::min(t.valid_rows, t.rows) : t.rows;
+    for (std::size_t r = 0; r < t.rows; ++r) {
+      rows_.push_back(make_fingerprint(t, r, order));
+      if (r >= valid) rows_.back().position = -1 - (t.position + static_cast<std::int64_t>(r));
+    }
   }
   [[nodiscard]] const std::vector<fingerprint>& rows() const noexcept { return rows_; }
   /// One JSON object per line (the file `mldiag compare` reads).
@@ -189,12 +196,18 @@ struct divergence {
 };
 
 struct compare_options {
-  /// Tolerance = factor x (unit roundoff of the reference's format + the test's): a row past it
-  /// carries more error than storing it in those formats explains. 16: over the example engine's
-  /// calibration prompts a bf16 path's layers sit within 2-5 x its 2^-8 (docs/inference.md).
-  double tolerance_factor = 16.0;
+  /// Tolerance = factor x (unit roundoff of the reference's format + the test's, or the path's
+  /// compute_roundoff where larger): a row past it carries more error than those formats
+  /// explain. 32: on the example engine's calibration split the healthy paths' worst rows sit at
+  /// 8.5 (bf16), 4.5 (fp16) and 22 (int8, by layer 3) of their roundoff, and the int8 scale fault
+  /// at 53 (docs/accuracy.md#inference).
+  double tolerance_factor = 32.0;
   /// A floor on the tolerance for fp32 against fp32 (summation order alone differs by ~1e-6).
   double min_tolerance = 1e-4;
+  /// The unit roundoff of the narrowest format the test path computes with when its tapped
+  /// tensors are stored wider (int8 weights and activations feeding fp32 outputs: 1/254):
+  /// the tolerance is the larger of the two. 0: the taps' formats alone.
+  double compute_roundoff = 0.0;
   /// Cosine above which a difference in length alone is a scale mismatch.
   double same_direction = 0.999;
 };
@@ -209,7 +222,8 @@ namespace detail {
   row_difference d;
   d.reference = r;
   d.test = t;
-  d.tolerance = std::max(o.min_tolerance, o.tolerance_factor * (r.format.unit_roundoff() + t.format.unit_roundoff()));
+  d.tolerance = std::max(o.min_tolerance, o.tolerance_factor * std::max(r.format.unit_roundoff() + t.format.unit_roundoff(),
+                                                                        o.compute_roundoff));
   if (t.nan + t.inf > r.nan + r.inf) {
     d.relative_error = std::numeric_limits<double>::infinity();
     d.cosine = std::numeric_limits<double>::quiet_NaN();
@@ -229,9 +243,12 @@ namespace detail {
 }
 }  // namespace detail
 
-/// The first divergent row of `test` against `reference`, matched by (request, position, layer
-/// name); rows are ordered by request, position, then forward order. Throws `mldiag::error` when
-/// nothing matches (the two runs tapped different names or tokens).
+/// The first divergent layer of `test` against `reference`: rows are matched by (request,
+/// position, layer name), layers are taken in forward order (the order of their first row in
+/// the reference), and the first layer with a row past its tolerance is the answer, at its
+/// earliest (request, position). A fault in one layer changes every position there and no layer
+/// before it; a later layer at an earlier position is downstream, not first. Throws
+/// `mldiag::error` when nothing matches (the two runs tapped different names or tokens).
 [[nodiscard]] inline divergence compare(const std::vector<fingerprint>& reference, const std::vector<fingerprint>& test,
                                         const compare_options& o = {}) {
   using key = std::tuple<std::int32_t, std::int64_t, std::string>;
@@ -253,8 +270,11 @@ namespace detail {
     throw error("compare: no row of the test matches the reference by request, position and layer name; "
                 "record both runs with the same tap names and prompts");
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const row_difference& a, const row_difference& b) {
-    return std::tuple(a.test.request, a.test.position, a.test.order) < std::tuple(b.test.request, b.test.position, b.test.order);
+  std::map<std::string, std::size_t, std::less<>> rank;  // a layer's place in the forward order
+  for (const auto& f : reference) rank.emplace(f.name, rank.size());
+  std::stable_sort(rows.begin(), rows.end(), [&](const row_difference& a, const row_difference& b) {
+    return std::tuple(rank.at(a.test.name), a.test.request, a.test.position) <
+           std::tuple(rank.at(b.test.name), b.test.request, b.test.position);
   });
   std::map<std::string, std::size_t> worst;  // per layer name, its worst row, in first-seen order
   for (const auto& d : rows) {
@@ -283,15 +303,18 @@ namespace detail {
     }
     return std::string();
   };
-  // Did every row of this request at earlier positions agree, prefill included, and is this
-  // the first decode position?
+  // Did every prefill row of this request agree, in every layer, and is this its first decode
+  // position?
   const auto first_decode_after_clean_prefill = [&] {
     if (t.phase != inference::phase::decode) return false;
     bool saw_prefill = false;
     for (const auto& x : rows) {
       if (x.test.request != t.request) continue;
-      if (x.test.phase == inference::phase::prefill) saw_prefill = true;
-      if (x.test.phase == inference::phase::decode && x.test.position < t.position) return false;
+      if (x.test.phase == inference::phase::prefill) {
+        saw_prefill = true;
+        if (x.diverged()) return false;
+      }
+      if (x.test.phase == inference::phase::decode && x.test.position >= 0 && x.test.position < t.position) return false;
     }
     return saw_prefill;
   };

@@ -70,6 +70,13 @@ struct monitor_config {
   std::size_t trend_points = 16;
   double trend_horizon = 64.0;
   double trend_min_loss = 2.0;
+  /// ... and only within this many bits of the limit: a 16-step line says nothing about 16
+  /// bits away (fp16 attention probabilities, bounded by 1, swing 3 bits from step to step:
+  /// the example engine's calibration split).
+  double trend_within_bits = 6.0;
+  /// A clamping format (int8, E4M3) whose scale was set from an amax puts its largest value at
+  /// the limit by design; more than this share of the values there is clipping: a warning.
+  double saturated_fraction = 0.01;
   /// Values flushed to zero: a warning above this share of the non-zero values. Rounding to
   /// int8 flushes some by design: a Gaussian tensor whose scale fits its amax (about 4 sigma)
   /// loses 1.3%; a scale 4x too large (an outlier channel 16 sigma out, a calibration batch
@@ -154,6 +161,10 @@ class monitor {
     }
     auto& o = outputs_[request];
     if (bad > 0) {
+      // Once per request (the engine is told every time by the return value): a request that
+      // goes on decoding NaN would otherwise repeat it every step.
+      ++o.non_finite_rows;
+      if (o.non_finite_rows > 1) return false;
       finding f = make_finding(question::convergence, symptoms::logits_row_non_finite, severity::critical, step_,
                                "inference.output", {{"request", static_cast<double>(request)},
                                                     {"non_finite", static_cast<double>(bad)},
@@ -164,7 +175,7 @@ class monitor {
         f.consequence_of_step = first_->step;
       }
       out_.push_back(std::move(f));
-      o = {};
+      o.uniform_run = o.repeat_run = 0;
       return false;
     }
     if (p != inference::phase::decode) return true;
@@ -213,7 +224,7 @@ class monitor {
 
  private:
   struct output_state {
-    std::size_t uniform_run = 0, repeat_run = 0;
+    std::size_t uniform_run = 0, repeat_run = 0, non_finite_rows = 0;
     std::size_t last_token = static_cast<std::size_t>(-1);
   };
   struct trend {
@@ -283,12 +294,16 @@ class monitor {
       f.why = "stored as " + t.format.describe();
       out_.push_back(std::move(f));
     };
-    if (r.clipped > 0 && !tr.overflowed) {
+    const bool clamping = !r.overflows_to_inf;
+    if (!tr.overflowed && (r.clipped > 0 || (clamping && r.saturated_fraction() > c_.saturated_fraction))) {
       tr.overflowed = true;
-      // Past the limit a float format gives Inf (the sentinel's NaN downstream); int8 and E4M3 clamp.
-      emit(symptoms::values_overflowed, r.overflows_to_inf ? severity::critical : severity::warning,
-           {{"clipped", static_cast<double>(r.clipped)}, {"clipped_fraction", r.clipped_fraction()}});
-    } else if (r.clipped == 0 && std::isfinite(head) && head < c_.headroom_bits && !tr.low) {
+      // Past the limit a float format gives Inf (the sentinel's NaN downstream); int8 and E4M3
+      // clamp, and what they clamped sits at the limit.
+      emit(symptoms::values_overflowed, clamping ? severity::warning : severity::critical,
+           {{"clipped", static_cast<double>(r.clipped)}, {"clipped_fraction", r.clipped_fraction()},
+            {"at_limit_fraction", r.saturated_fraction()}});
+    } else if (!clamping && r.clipped == 0 && std::isfinite(head) && head < c_.headroom_bits && !tr.low) {
+      // Near the limit matters where past it is Inf; a clamping format's scale puts its amax there.
       tr.low = true;
       emit(symptoms::headroom_low, severity::warning, {});
     }
@@ -298,7 +313,7 @@ class monitor {
       if (!tr.shrinking && !tr.low && !tr.overflowed && tr.points.size() == c_.trend_points) {
         const auto [slope, at_last] = fit(tr.points);
         const double lost = tr.points.front().second - at_last;
-        if (slope < 0.0 && lost >= c_.trend_min_loss && at_last > c_.headroom_bits &&
+        if (!clamping && slope < 0.0 && lost >= c_.trend_min_loss && at_last > c_.headroom_bits && at_last <= c_.trend_within_bits &&
             (at_last - c_.headroom_bits) / -slope <= c_.trend_horizon) {
           tr.shrinking = true;
           emit(symptoms::headroom_shrinking, severity::warning,

@@ -24,6 +24,7 @@ struct range_stats {
   std::uint64_t nan = 0;         ///< NaN elements
   std::uint64_t inf = 0;         ///< +-Inf elements
   std::uint64_t clipped = 0;     ///< finite, above the format's largest finite magnitude
+  std::uint64_t saturated = 0;   ///< finite, at the largest finite magnitude (a clamping format's clipped values)
   std::uint64_t flushed = 0;     ///< non-zero, below half the format's smallest non-zero: stored as 0
   std::uint64_t nonzero = 0;     ///< finite and non-zero
   std::uint64_t blocks = 0;      ///< blocks of a block-scaled format
@@ -53,6 +54,9 @@ struct range_stats {
   }
   [[nodiscard]] double clipped_fraction() const noexcept {
     return finite() ? static_cast<double>(clipped) / static_cast<double>(finite()) : 0.0;
+  }
+  [[nodiscard]] double saturated_fraction() const noexcept {
+    return finite() ? static_cast<double>(saturated) / static_cast<double>(finite()) : 0.0;
   }
 };
 
@@ -85,6 +89,9 @@ namespace detail {
   r.max_finite = fmt.max_finite();
   r.overflows_to_inf = fmt.overflows_to_inf();
   const double half_min = 0.5 * fmt.min_nonzero();
+  // A value stored as code x scale in float is the double limit give or take the float's
+  // rounding: within 1e-6 of it counts as at the limit, beyond as past it.
+  const double past = r.max_finite * (1.0 + 1e-6), at = r.max_finite * (1.0 - 1e-6);
   const bool blocked = fmt.block > 0;
   for (const float v : values) {
     if (std::isnan(v)) {
@@ -103,7 +110,8 @@ namespace detail {
     if (a == 0.0) continue;
     ++r.nonzero;
     if (!blocked) {
-      if (a > r.max_finite) ++r.clipped;
+      if (a > past) ++r.clipped;
+      else if (a >= at) ++r.saturated;
       else if (a < half_min) ++r.flushed;
     }
   }
