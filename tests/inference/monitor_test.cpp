@@ -315,3 +315,23 @@ TEST_CASE("the inference symptoms are distinct; bad spans are refused with what 
   CHECK_THROWS_WITH_AS(mon.observe_logits(0, {}), doctest::Contains("mldiag: observe_logits got an empty row"), mldiag::error);
   CHECK_THROWS_AS(inf::monitor({.sample_every = 0}), mldiag::error);
 }
+
+TEST_CASE("a clamping format: its amax at the limit is by design; many values there are clipping") {
+  // int8 with a scale set from the calibration amax puts that amax at 127 x scale. One value of a
+  // 64-wide decode row there (1.6%) is not clipping; 40 of 2304 (1.7%, a scale too small) are.
+  const inf::storage_format int8{number_format::int8, 0.02};
+  const auto findings = [&](std::size_t n, std::size_t at_limit) {
+    std::vector<float> v(n, 0.5f);
+    for (std::size_t i = 0; i < at_limit; ++i) v[i * (n / at_limit)] = static_cast<float>(127 * 0.02);
+    inf::monitor mon;
+    mon.begin_step(0);
+    mon.observe({.name = "blocks.0.ln1", .cols = n, .values = v, .format = int8});
+    return mon.take_findings();
+  };
+  CHECK(findings(64, 1).empty());
+  const auto clipped = named(findings(2304, 40), inf::symptoms::values_overflowed);
+  REQUIRE(clipped.size() == 1);
+  CHECK(clipped[0].severity == severity::warning);
+  CHECK(evidence(clipped[0], "at_limit_fraction") == doctest::Approx(40.0 / 2304.0));
+  CHECK(findings(2304, 20).empty());  // 0.9%: under the line
+}
