@@ -114,27 +114,27 @@ struct observed {
   std::vector<std::vector<int>> tokens;
 };
 
-// One engine run with the monitor (and a fingerprint recorder) on its hook; `forced` feeds the
-// reference the test's tokens so that both read the same inputs at every position.
+// One engine run with the monitor and a fingerprint recorder on its hook; `forced` feeds the
+// reference the test's tokens so that both read the same inputs at every position. The hook is
+// the README's inference snippet (a test checks that it is this code).
 observed run_engine(const ex::model_weights& m, const ex::engine_options& opt, const std::vector<std::vector<int>>& prompts,
-                    const ex::sampling& s, const std::vector<std::vector<int>>* forced, bool monitor_on) {
+                    const ex::sampling& s, const std::vector<std::vector<int>>* forced) {
   mi::monitor mon;
   mi::fingerprint_recorder rec;
   std::int64_t step = -1;
+  std::vector<bool> unusable(prompts.size(), false);
   ex::engine e(m, opt);
-  e.set_hook([&](const ex::tap& t) {
-    if (t.step != step) {
-      step = t.step;
-      mon.begin_step(step);
-      rec.begin_step();
-    }
-    const auto c = convert(t);
-    rec.observe(c);
-    if (!monitor_on) return;
-    mon.observe(c);
-    if (t.kind == ex::tap_kind::logits && t.rows > 0)  // the row the next token is drawn from
-      (void)mon.observe_logits(t.request, t.values.subspan((t.rows - 1) * t.cols, t.cols), c.phase);
+  // [readme_inference]
+  e.set_hook([&](const ex::tap& t) {  // at each tap point: layer name, phase, token position, request, values, format
+    if (t.step != step) mon.begin_step(step = t.step), rec.begin_step();
+    const mi::tap c = convert(t);
+    mon.observe(c);  // the first NaN/Inf with its layer and token; range against the format; KV padding; outliers
+    rec.observe(c);  // fingerprints, for `mldiag compare` against a reference run
+    if (t.kind == ex::tap_kind::logits)  // false for a row holding NaN or Inf: abort the request, do not sample it
+      unusable[static_cast<std::size_t>(t.request)] =
+          !mon.observe_logits(t.request, t.values.subspan((t.rows - 1) * t.cols, t.cols), c.phase);
   });
+  // [readme_inference]
   const auto out = e.generate(prompts, 24, s, forced);
   observed o;
   for (auto& f : mon.take_findings())
@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
       ex::engine_options opt{.path = s.path, .calibration = encode_all(m, int8_calibration),
                              .unrepresentative = {m.encode("\t")}};
       plant(opt.faults, s.fault, s.layer);
-      const auto test = run_engine(m, opt, prompts, s.sampling, nullptr, true);
-      const auto ref = run_engine(m, {}, prompts, s.sampling, &test.tokens, false);
+      const auto test = run_engine(m, opt, prompts, s.sampling, nullptr);
+      const auto ref = run_engine(m, {}, prompts, s.sampling, &test.tokens);  // its findings are not used
       // The formats the path computes with: int8's weights and inputs feed taps stored in fp32.
       const double compute = s.path == ex::precision::int8   ? mi::storage_format{mi::number_format::int8}.unit_roundoff()
                              : s.path == ex::precision::bf16 ? mi::storage_format{mi::number_format::bf16}.unit_roundoff()
