@@ -335,3 +335,28 @@ TEST_CASE("a clamping format: its amax at the limit is by design; many values th
   CHECK(evidence(clipped[0], "at_limit_fraction") == doctest::Approx(40.0 / 2304.0));
   CHECK(findings(2304, 20).empty());  // 0.9%: under the line
 }
+
+TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices is a warning; same seed, or no choices, is not") {
+  constexpr std::size_t V = 50;
+  std::vector<float> open(V, 0.0f), decided(V, 0.0f);
+  open[3] = 1.0f;        // H / ln V near 0.97: many plausible tokens
+  decided[3] = 30.0f;    // H / ln V near 0: one token
+  const std::vector<int> tokens{3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+  const auto run = [&](const std::vector<float>& row, std::uint64_t seed_a, std::uint64_t seed_b) {
+    inf::monitor mon;
+    for (int r = 0; r < 2; ++r) {
+      for (int s = 0; s < 10; ++s) {
+        mon.begin_step(s);
+        mon.observe_logits(r, row);
+      }
+      mon.end_request(r, {.prompt_key = 42, .seed = r == 0 ? seed_a : seed_b, .tokens = tokens});
+    }
+    return named(mon.take_findings(), inf::symptoms::seeds_ignored);
+  };
+  const auto f = run(open, 1, 2);
+  REQUIRE(f.size() == 1);
+  CHECK(evidence(f[0], "other_seed") == 1);
+  CHECK(evidence(f[0], "mean_normalized_entropy") > 0.9);
+  CHECK(run(open, 7, 7).empty());     // the same seed is meant to repeat
+  CHECK(run(decided, 1, 2).empty());  // no choices: any seed gives these tokens
+}

@@ -37,11 +37,12 @@ inline constexpr symptom outlier_channels{"outlier channels in the residual stre
 inline constexpr symptom kv_padding_non_finite{"non-finite values in KV-cache padding slots"};
 inline constexpr symptom output_near_uniform{"output distribution near uniform"};
 inline constexpr symptom output_collapsed{"output collapsed to one repeated token"};
+inline constexpr symptom seeds_ignored{"identical outputs for different seeds"};
 /// Every symptom the inference monitor raises.
 inline constexpr std::array all{first_non_finite,   logits_row_non_finite, values_overflowed,
                                 headroom_low,       headroom_shrinking,    values_flushed,
                                 outlier_channels,   kv_padding_non_finite, output_near_uniform,
-                                output_collapsed};
+                                output_collapsed,   seeds_ignored};
 }  // namespace symptoms
 
 /// Where a non-finite value first appeared: the step, the tap's order within it, and the tap.
@@ -96,6 +97,19 @@ struct monitor_config {
   /// normalized entropy below `collapse_entropy` on each.
   std::size_t repeat_tokens = 16;
   double collapse_entropy = 0.02;
+  /// Identical outputs for different seeds: two sampled requests of the same prompt, with
+  /// different seeds, that produced the same `seed_min_tokens` or more tokens while the mean
+  /// normalized entropy of their rows was at least `seed_min_entropy` (choices were there to
+  /// make: at 0.2 ln V two independent draws agree on 8 tokens with a probability far below 1e-3).
+  std::size_t seed_min_tokens = 8;
+  double seed_min_entropy = 0.2;
+};
+
+/// A finished sampled request, for the seed check (`monitor::end_request`).
+struct sampled_output {
+  std::uint64_t prompt_key = 0;  ///< the same for the same prompt (a hash of its tokens)
+  std::uint64_t seed = 0;
+  std::span<const int> tokens;
 };
 
 /// The monitor. Not thread-safe: one per engine thread, or a lock around `observe`.
@@ -192,6 +206,8 @@ class monitor {
     }
     const double h = std::log(s) - first_moment / s;
     const double normalized = row.size() > 1 ? h / std::log(static_cast<double>(row.size())) : 0.0;
+    o.entropy_sum += normalized;
+    ++o.rows;
     o.uniform_run = normalized >= c_.uniform_entropy ? o.uniform_run + 1 : 0;
     if (o.uniform_run == c_.uniform_steps) {
       out_.push_back(make_finding(question::convergence, symptoms::output_near_uniform, severity::warning, step_,
@@ -217,6 +233,32 @@ class monitor {
   /// Ends a request: its output history is dropped (a new request with the same index starts fresh).
   void end_request(std::int32_t request) { outputs_.erase(request); }
 
+  /// Ends a sampled request and checks its seed: a warning when an earlier request of the same
+  /// prompt with another seed produced the same tokens although its rows left choices (the
+  /// seed never reached the sampler, or sampling fell back to greedy).
+  void end_request(std::int32_t request, const sampled_output& s) {
+    const auto it = outputs_.find(request);
+    const double entropy = it != outputs_.end() && it->second.rows ? it->second.entropy_sum / static_cast<double>(it->second.rows) : 0.0;
+    outputs_.erase(request);
+    if (s.tokens.size() < c_.seed_min_tokens || entropy < c_.seed_min_entropy) return;
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the tokens
+    for (const int t : s.tokens) h = (h ^ static_cast<std::uint32_t>(t)) * 1099511628211ull;
+    auto& seen = finished_[s.prompt_key];
+    for (const auto& [seed, hash] : seen) {
+      if (seed == s.seed || hash != h) continue;
+      finding f = make_finding(question::convergence, symptoms::seeds_ignored, severity::warning, step_, "inference.output",
+                               {{"request", static_cast<double>(request)},
+                                {"seed", static_cast<double>(s.seed)},
+                                {"other_seed", static_cast<double>(seed)},
+                                {"tokens", static_cast<double>(s.tokens.size())},
+                                {"mean_normalized_entropy", entropy}});
+      f.why = "the rows left choices, and two seeds made the same ones";
+      out_.push_back(std::move(f));
+      break;
+    }
+    seen.emplace_back(s.seed, h);
+  }
+
   /// The findings since the last call.
   [[nodiscard]] std::vector<finding> take_findings() { return std::exchange(out_, {}); }
   /// Where the first non-finite value appeared, if one did.
@@ -227,7 +269,8 @@ class monitor {
 
  private:
   struct output_state {
-    std::size_t uniform_run = 0, repeat_run = 0, non_finite_rows = 0;
+    std::size_t uniform_run = 0, repeat_run = 0, non_finite_rows = 0, rows = 0;
+    double entropy_sum = 0.0;
     std::size_t last_token = static_cast<std::size_t>(-1);
   };
   struct trend {
@@ -399,6 +442,7 @@ class monitor {
   std::optional<site> first_;
   std::map<std::int32_t, std::int64_t> seen_requests_;
   std::map<std::int32_t, output_state> outputs_;
+  std::map<std::uint64_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> finished_;  // prompt -> (seed, tokens hash)
   std::map<std::int32_t, std::map<std::string, trend_state, std::less<>>> trends_;
   std::vector<double> col_amax_, sorted_;
   std::vector<finding> out_;
