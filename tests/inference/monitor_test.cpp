@@ -360,3 +360,17 @@ TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices i
   CHECK(run(open, 7, 7).empty());     // the same seed is meant to repeat
   CHECK(run(decided, 1, 2).empty());  // no choices: any seed gives these tokens
 }
+
+TEST_CASE("a request index reused after end_request reports its own first non-finite value") {
+  inf::monitor mon;
+  std::vector<float> bad(8, 1.0f);
+  bad[2] = NAN;
+  mon.begin_step(0);
+  mon.observe({.name = "x", .cols = 8, .values = bad, .request = 5});
+  mon.observe({.name = "x", .cols = 8, .values = bad, .request = 5});  // the same request: once
+  CHECK(named(mon.take_findings(), inf::symptoms::first_non_finite).size() == 1);
+  mon.end_request(5);
+  mon.begin_step(1);
+  mon.observe({.name = "x", .cols = 8, .values = bad, .request = 5});  // a new request in slot 5
+  CHECK(named(mon.take_findings(), inf::symptoms::first_non_finite).size() == 1);
+}

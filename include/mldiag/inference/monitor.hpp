@@ -230,8 +230,12 @@ class monitor {
     return true;
   }
 
-  /// Ends a request: its output history is dropped (a new request with the same index starts fresh).
-  void end_request(std::int32_t request) { outputs_.erase(request); }
+  /// Ends a request: its output history and its sentinel are dropped (a new request with the
+  /// same index starts fresh, and its first non-finite value is reported again).
+  void end_request(std::int32_t request) {
+    outputs_.erase(request);
+    seen_requests_.erase(request);
+  }
 
   /// Ends a sampled request and checks its seed: a warning when an earlier request of the same
   /// prompt with another seed produced the same tokens although its rows left choices (the
@@ -239,7 +243,7 @@ class monitor {
   void end_request(std::int32_t request, const sampled_output& s) {
     const auto it = outputs_.find(request);
     const double entropy = it != outputs_.end() && it->second.rows ? it->second.entropy_sum / static_cast<double>(it->second.rows) : 0.0;
-    outputs_.erase(request);
+    end_request(request);
     if (s.tokens.size() < c_.seed_min_tokens || entropy < c_.seed_min_entropy) return;
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the tokens
     for (const int t : s.tokens) h = (h ^ static_cast<std::uint32_t>(t)) * 1099511628211ull;
