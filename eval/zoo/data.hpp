@@ -81,6 +81,9 @@ struct data {
   std::optional<word_pairs> words;  ///< skipgram: (center, context) pairs of license words
   std::optional<text> gpl, apache;
   std::vector<std::string> missing;  ///< what could not be loaded, as messages
+  /// Where the UCI tables were looked for (third_party/data/, beside the digits): round 13's
+  /// forecaster reads its series there itself.
+  std::string dir;
 };
 
 /// The UCI digits, shuffled once (seed 7) into 1497 training and 300 validation images.
@@ -610,6 +613,7 @@ inline data load_all(const std::string& digits_csv) {
   attempt([&] { d.licenses = load_licenses(); }, "text_cnn");
   attempt([&] { d.words = load_license_words(); }, "skipgram");
   const auto dir = digits_csv.substr(0, digits_csv.find_last_of('/') + 1);
+  d.dir = dir;
   attempt([&] { d.breast_cancer = load_uci(dir + "breast_cancer.csv"); }, "tabular breast-cancer");
   if (d.breast_cancer) d.breast_cancer_smoothness = column_target(*d.breast_cancer, 4, "mean smoothness");
   attempt([&] { d.wine = load_uci(dir + "wine_data.csv"); }, "tabular wine");

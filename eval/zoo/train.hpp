@@ -14,6 +14,7 @@
 #include "families_lora_fixup_distill.hpp"
 #include "families_masked_lm_ctc_domain_adversarial.hpp"
 #include "families_quasi_newton_uncertainty_actor_critic_soft_targets.hpp"
+#include "families_segmentation_simsiam_forecaster.hpp"
 #include "families_seq2seq_contrastive_skipgram.hpp"
 #include "families_tabular_vit_lenet.hpp"
 #include "families_triplet_focal_curriculum.hpp"
@@ -195,6 +196,11 @@ struct setup {
   std::string metric_name;
   bool metric_higher_is_better = false;
   std::function<double(std::int64_t)> metric;
+  /// The steps between two measurements of the metric (round 13's kNN monitor, measured as
+  /// self-supervised training code measures it, every so many steps, not every step), given to
+  /// the monitor only when measured; the run's record (result::metric_values) carries the last
+  /// measurement over the steps between. 1: every step (rounds 9 to 12).
+  std::int64_t metric_every = 1;
   /// Tensors meant to grow (monitor::expect_growth: the recommender's embedding tables).
   std::vector<std::string> expect_growth;
   /// An uninformed model's loss when it is not ln(classes) (task::chance_loss: BPR's ln 2).
@@ -1206,6 +1212,141 @@ inline setup build(const run_spec& s, const data& d) {
     };
     u.frozen_layer = "domain";
     u.observe_group_lrs = true;
+  } else if (s.family == "segmentation") {
+    if (!need_table()) return u;
+    // <digits16|fashion28>-slots2x2-unet<levels>-c<base>[-bn][-bilinear]: per-pixel
+    // classification of scenes (see seg_scenes) by a U-Net (see unet_net): the digits at 8 x 8
+    // in the 2 x 2 slots of a 16 x 16 canvas (a pixel above 0.25 is the digit's), Fashion-MNIST's
+    // first 20000 training images at 14 x 14 (fashion_items14) in the 2 x 2 slots of a 28 x 28
+    // canvas (a pixel above 0.1 is the item's). Eleven classes per pixel, the background and the
+    // ten classes, told (docs/integrations.md: a classification task's count; the loss is the
+    // cross-entropy over them at each pixel, ln 11 for an uninformed model, as
+    // torch.nn.CrossEntropyLoss reads a segmentation map). BatchNorm after every convolution
+    // (`-bn`): inputs_not_normalized is not planted (see the comment above fault_table).
+    // Validation: the same loss on 256 fixed scenes of validation items. labels_off_by_one: every
+    // pixel's label one up, mod 11 (the background read as the first class, the last class as
+    // the background: a label map read one off, as a palette index off by one reads it).
+    if (fashion) {
+      auto own = std::make_shared<table>(fashion_items14(*u.tab, 20000));
+      u.tab = own.get();
+      u.own_table = own;
+    }
+    const auto canvas = widths_after(s.variant, fashion ? "fashion" : "digits").front();
+    u.model = std::make_shared<unet_net>(canvas, canvas, widths_after(s.variant, "-unet").front(),
+                                         widths_after(s.variant, "-c").front(), 11,
+                                         s.variant.find("-bn") != std::string::npos,
+                                         s.variant.find("-bilinear") != std::string::npos);
+    u.classes = 11;
+    auto scenes = std::make_shared<seg_scenes>(u.tab, canvas, canvas, fashion ? 0.1 : 0.25, s.seed * 7919 + 13);
+    u.draw = [scenes](std::int64_t, std::int64_t b) { return scenes->draw(b); };
+    u.label_loss = [](const torch::Tensor& out, const torch::Tensor& y) { return pixel_cross_entropy(out, y); };
+    // Validation reads the loss the loop trains with, as a user's evaluation calls the same
+    // criterion: MSE against the one-hot map where wrong_loss_mse_on_logits is planted.
+    const bool mse = s.planted == fault::wrong_loss_mse_on_logits;
+    u.validate = [scenes, mse](net& model, double scale) {
+      taps vt;
+      const auto out = model.forward(scenes->val.first * scale, vt);
+      return (mse ? torch::mse_loss(out, torch::one_hot(scenes->val.second, out.size(-1)).to(torch::kFloat))
+                  : pixel_cross_entropy(out, scenes->val.second))
+          .item<double>();
+    };
+    u.observe_group_lrs = true;
+  } else if (s.family == "simsiam") {
+    if (!need_table()) return u;
+    // fashion-cnn<c1>x<c2>x<c3>[-bn]-p<dim>-<simsiam|byol<m>>: SimSiam (see simsiam_net,
+    // simsiam_loss) on Fashion-MNIST: each image's two views drawn in the loop after the loader
+    // (simsiam_views, its own generator; after the input scale, as a transform pipeline that
+    // forgot the /255 would feed them), an encoder of strided convolutions, a projector and a
+    // predictor, the negative cosine of each view's prediction with the other's projection
+    // behind a stop-gradient; `-byol<m>`: BYOL's target network, an exponential moving average
+    // of the online encoder and projector at m, updated after each optimizer step. The loss
+    // has a floor, -1 (every prediction aligned with its target), which the run declares
+    // (task::loss_floor; docs/declarations.md: the lowest loss the objective can reach when it
+    // is not 0), and no chance level to declare (an uninformed network's negative cosine
+    // depends on its initialization, not on a count of classes: not told classes, nor a chance
+    // loss). A collapsed network reaches -1 too, so its user watches a second measure, given
+    // by observe_metric (docs/declarations.md: "this is the progress measure", a validation
+    // accuracy; beside a loss that is still minimized, a second opinion) when it is measured,
+    // every 25 steps and at the last (8 to 16 measurements in a short run, 60 in a long one), as
+    // self-supervised code runs its kNN monitor every so often, not every step (SimSiam's every
+    // epoch; metric_every): the k-nearest-neighbour accuracy of 512 validation images against a
+    // bank of 1024 training images, the encoder's features (knn_monitor), higher is better.
+    // Validation: the same loss on the first 256 validation images, their views drawn by a
+    // generator seeded afresh at each evaluation. frozen_layer leaves the predictor out of the
+    // optimizer.
+    const auto dim = widths_after(s.variant, "-p").front();
+    const auto byol = s.variant.find("-byol");
+    const double ema = byol == std::string::npos ? 0.0 : std::stod(s.variant.substr(byol + 5));
+    auto m = std::make_shared<simsiam_net>(u.tab->side, widths_after(s.variant, "-cnn"),
+                                           s.variant.find("-bn-") != std::string::npos, dim, ema);
+    u.model = m;
+    u.classes = 0;
+    u.regression = true;  // a loss of the output alone (see loss_of), the labels unread
+    auto* mp = m.get();
+    u.regression_loss = [mp](const torch::Tensor& p, const torch::Tensor&) { return simsiam_loss(p, mp->targets); };
+    const auto side = u.tab->side;
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 7919 + 31));
+    u.mix = [gen, side](const torch::Tensor& x, const torch::Tensor& y) {
+      return std::make_pair(simsiam_views(x, side, *gen), y);
+    };
+    if (ema > 0.0) u.after_update = [mp](std::int64_t) { mp->update_target(); };
+    const auto* t = u.tab;
+    u.validate = [mp, t, side](net&, double scale) {
+      torch::Generator g = at::detail::createCPUGenerator(424243);
+      taps vt;
+      const auto x = simsiam_views(t->x_val.slice(0, 0, std::min<std::int64_t>(256, t->x_val.size(0))) * scale, side, g);
+      return simsiam_loss(mp->forward(x, vt), mp->targets).item<double>();
+    };
+    auto knn = std::make_shared<knn_monitor>(*u.tab, 1024, 512);
+    // The metric reads the images through the run's own pipeline: x255 where it is planted.
+    const double scale = s.planted == fault::inputs_not_normalized ? 255.0 : 1.0;
+    u.metric = [knn, mp, scale](std::int64_t) { return (*knn)(*mp, scale); };
+    u.metric_every = 25;
+    u.metric_name = "knn_accuracy";
+    u.metric_higher_is_better = true;
+    u.loss_floor = -1.0;
+    u.frozen_layer = "predictor";
+    u.sgd_weight_decay = 5e-4;  // SimSiam's CIFAR recipe's, on its SGD runs
+    u.observe_group_lrs = true;
+  } else if (s.family == "forecaster") {
+    // <sunspots|elnino|co2diff>-w<window>-h<horizon>-<lstm<hidden>|tcn<channels>x<blocks>-k<kernel>|
+    // wavenet<channels>x<layers>>: the next `horizon` values of a real series from its last
+    // `window` (see load_series, forecast_windows, forecaster_net): the yearly sunspot numbers,
+    // the monthly El Niño 1+2 sea surface temperature, the weekly changes of Mauna Loa's CO2;
+    // standardized with the training part's (the first 80%'s) mean and standard deviation, the
+    // MSE of the forecast (no classes). Validation: the windows whose targets lie in the last
+    // 20%, a later stretch of the same series, as a forecaster is validated (not declared unlike
+    // training: it is the same series, split in time as forecasting is validated). Told the
+    // chance loss 1: a forecaster that predicts the training mean, 0 after standardization,
+    // costs the standardized targets' variance, 1 (docs/declarations.md: an uninformed model's
+    // loss, classes or not; round 11's diffusion's). inputs_not_normalized: the series as the
+    // file has it, inputs and targets alike (one array cut into both: a pipeline that forgot to
+    // standardize it forgot it for both). frozen_layer leaves the head out of the optimizer.
+    const auto name = s.variant.substr(0, s.variant.find('-'));
+    const bool difference = name == "co2diff";
+    std::shared_ptr<forecast_tables> ft;
+    try {
+      ft = std::make_shared<forecast_tables>(forecast_windows(load_series(d.dir, difference ? "co2" : name),
+                                                              widths_after(s.variant, "-w").front(),
+                                                              widths_after(s.variant, "-h").front(), difference));
+    } catch (const std::exception& e) {
+      u.why_not = e.what();
+      return u;
+    }
+    u.raw_inputs = s.planted == fault::inputs_not_normalized;
+    u.tab = u.raw_inputs ? &ft->raw : &ft->z;
+    u.own_table = std::shared_ptr<const table>(ft, u.tab);
+    const auto horizon = widths_after(s.variant, "-h").front();
+    const bool tcn = s.variant.find("-tcn") != std::string::npos, wavenet = s.variant.find("-wavenet") != std::string::npos;
+    const auto shape = widths_after(s.variant, tcn ? "-tcn" : wavenet ? "-wavenet" : "-lstm");
+    u.model = std::make_shared<forecaster_net>(tcn ? forecaster_kind::tcn : wavenet ? forecaster_kind::wavenet : forecaster_kind::lstm,
+                                               shape.front(), shape.back(), tcn ? widths_after(s.variant, "-k").front() : 2,
+                                               horizon);
+    u.classes = 0;
+    u.regression = true;
+    u.chance_loss = 1.0;
+    u.frozen_layer = "head";
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -1481,7 +1622,10 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     if (u.after_update) u.after_update(step);
     // The progress metric (the GAN's Fréchet distance, the episodes' return), measured as the
     // family's user measures it, not the monitor's cost.
-    const double metric = u.metric ? u.metric(step) : std::numeric_limits<double>::quiet_NaN();
+    const bool measured = u.metric && (step % u.metric_every == 0 || step + 1 == s.steps);
+    const double metric = measured ? u.metric(step)
+                          : u.metric   ? res.metric_values.back()
+                                       : std::numeric_limits<double>::quiet_NaN();
     if (u.metric) res.metric_values.push_back(metric);
 
     const auto monitor_start = clock::now();  // the monitor's share: issue 18's overhead target
@@ -1499,7 +1643,7 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
         else
           for (const auto& [opt_name, o] : u.optimizers) mldiag::observe_learning_rates(*mon, *o, opt_name);
       }
-      if (u.metric) mon->observe_metric(u.metric_name, metric, u.metric_higher_is_better);
+      if (measured) mon->observe_metric(u.metric_name, metric, u.metric_higher_is_better);
       observe_module(*mon, model, prev, tap, logits, /*logits=*/!mse && !u.output_not_logits);
     }
     monitor_seconds += std::chrono::duration<double>(clock::now() - monitor_start).count();
