@@ -13,6 +13,7 @@
 #include "mldiag/vocab/finding.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,8 +60,8 @@ struct site {
 
 /// The inference monitor's lines; each default's reason is beside it (docs/inference.md).
 struct monitor_config {
-  /// Full statistics (range, flush, outliers) on every `sample_every`-th step; the non-finite
-  /// sentinel and the logits checks run every step.
+  /// Full statistics (range, flush, outliers) and the output checks' entropy on every
+  /// `sample_every`-th step; the non-finite sentinel and the unusable-row check run every step.
   std::size_t sample_every = 1;
   /// A warning when the largest value is within this many bits of the format's limit: at 1,
   /// doubling it overflows (an fp16 residual stream at 33k of 65504).
@@ -165,17 +166,12 @@ class monitor {
   /// a valid-looking token; abort the request instead). Decode rows feed the output checks.
   bool observe_logits(std::int32_t request, std::span<const float> row, inference::phase p = inference::phase::decode) {
     if (row.empty()) throw error("observe_logits got an empty row; pass the request's V logits");
+    // Every step: one vectorized pass for NaN/Inf (sentinel's bit test), counted only when found.
+    std::uint32_t worst = 0;
+    for (const float v : row) worst = std::max(worst, std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
     std::uint64_t bad = 0;
-    float top = -std::numeric_limits<float>::infinity();
-    std::size_t arg = 0;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      if (!std::isfinite(row[i])) {
-        ++bad;
-      } else if (row[i] > top) {
-        top = row[i];
-        arg = i;
-      }
-    }
+    if (worst >= 0x7f800000u)
+      for (const float v : row) bad += std::isfinite(v) ? 0 : 1;
     auto& o = outputs_[request];
     if (bad > 0) {
       // Once per request (the engine is told every time by the return value): a request that
@@ -195,7 +191,13 @@ class monitor {
       o.uniform_run = o.repeat_run = 0;
       return false;
     }
-    if (p != inference::phase::decode) return true;
+    // The output checks read the entropy, which costs an exp per logit: on sampled steps only
+    // (their runs then count sampled steps), so that the every-step part stays a pass of compares.
+    if (p != inference::phase::decode || !sampled_) return true;
+    float top = -std::numeric_limits<float>::infinity();
+    std::size_t arg = 0;
+    for (std::size_t i = 0; i < row.size(); ++i)
+      if (row[i] > top) top = row[i], arg = i;
     // The entropy of softmax(row) in double: log-sum-exp from the maximum, then H = log s - E[x - m].
     double s = 0.0, first_moment = 0.0;
     for (const float v : row) {
@@ -285,6 +287,12 @@ class monitor {
   // The non-finite sentinel: the first (step, tap order) with a NaN or Inf, per request. The
   // first one in the run is critical; later ones in the same request are counted there.
   void sentinel(const tap& t, std::size_t order, std::span<const float> written) {
+    // A clean tensor costs one branch-free pass: a float is NaN or +-Inf exactly when its bits
+    // without the sign are at least 0x7f800000, and an integer maximum vectorizes (a float sum
+    // would not, without -ffast-math); the counting pass below runs only when one is there.
+    std::uint32_t top = 0;
+    for (const float v : written) top = std::max(top, std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
+    if (top < 0x7f800000u) return;
     std::uint64_t nan = 0, inf = 0;
     std::size_t first_row = t.rows;
     for (std::size_t i = 0; i < written.size(); ++i) {
