@@ -172,7 +172,7 @@ TEST_CASE("compare: the first divergent layer and its cause, one fault at a time
   }
 }
 
-TEST_CASE("fingerprints write one JSON object per line; compare refuses runs that share nothing") {
+TEST_CASE("fingerprints write one JSON object per line — compare refuses runs that share nothing") {
   inf::fingerprint_recorder rec;
   std::vector<float> v{1.0f, -2.0f, NAN, 4.0f};
   rec.begin_step();

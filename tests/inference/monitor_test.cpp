@@ -100,7 +100,7 @@ TEST_CASE("range_stats: a block's shared scale flushes what is 2^10 below its la
   CHECK(r.flushed_fraction() == doctest::Approx(2.0 / 64.0));
 }
 
-TEST_CASE("first non-finite: layer, position, phase, request and rank; a clean pass says nothing") {
+TEST_CASE("first non-finite: layer, position, phase, request and rank — a clean pass says nothing") {
   inf::monitor mon;
   std::vector<float> h(8 * 16, 0.5f);
   for (int step = 0; step < 3; ++step) {
@@ -163,7 +163,7 @@ TEST_CASE("a logits row with a NaN cannot be sampled: critical with the request,
   CHECK(evidence(f[0], "non_finite") == 100);
 }
 
-TEST_CASE("headroom: near the limit is a warning before anything overflows; past it, critical for a float format") {
+TEST_CASE("headroom: near the limit is a warning before anything overflows — past it, critical for a float format") {
   const auto run = [](float amax, inf::storage_format fmt) {
     inf::monitor mon;
     std::vector<float> v(64, 1.0f);
@@ -188,7 +188,7 @@ TEST_CASE("headroom: near the limit is a warning before anything overflows; past
   CHECK(evidence(clamp[0], "clipped") == 1);
 }
 
-TEST_CASE("headroom shrinking: warned while values still fit, from the trend; a steady level is not a trend") {
+TEST_CASE("headroom shrinking: warned while values still fit, from the trend — a steady level is not a trend") {
   // amax grows 10% a step from 1000: log2(65504 / amax) falls 0.1375 bits a step and crosses 1
   // bit at 1000 * 1.1^s = 32752, s = 36.6; fp16 overflows from s = 43.9.
   inf::monitor mon;
@@ -211,7 +211,7 @@ TEST_CASE("headroom shrinking: warned while values still fit, from the trend; a 
   CHECK(steady.take_findings().empty());
 }
 
-TEST_CASE("values flushed: an int8 scale far too large for the values; a fitting scale is quiet") {
+TEST_CASE("values flushed: an int8 scale far too large for the values — a fitting scale is quiet") {
   std::mt19937_64 rng(3);
   std::normal_distribution<float> z(0.0f, 1.0f);
   std::vector<float> v(4096);
@@ -228,7 +228,7 @@ TEST_CASE("values flushed: an int8 scale far too large for the values; a fitting
   CHECK(evidence(f[0], "flushed_fraction") == doctest::Approx(0.383).epsilon(0.05));
 }
 
-TEST_CASE("outlier channels are named, as info; channels within a few x of each other are not") {
+TEST_CASE("outlier channels are named, as info — channels within a few x of each other are not") {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> v(16 * 128);
@@ -249,7 +249,7 @@ TEST_CASE("outlier channels are named, as info; channels within a few x of each 
   CHECK(f[0].where[1].first == "blocks.3.residual[101]");
 }
 
-TEST_CASE("KV-cache padding slots holding NaN are a warning; written slots with NaN are the first non-finite") {
+TEST_CASE("KV-cache padding slots holding NaN are a warning — written slots with NaN are the first non-finite") {
   std::vector<float> kv(10 * 8, 0.25f);
   for (std::size_t i = 6 * 8; i < kv.size(); ++i) kv[i] = NAN;  // slots 6..9 never written
   inf::monitor mon;
@@ -267,7 +267,7 @@ TEST_CASE("KV-cache padding slots holding NaN are a warning; written slots with 
   CHECK(evidence(named(f, inf::symptoms::first_non_finite)[0], "position") == 6);
 }
 
-TEST_CASE("output health: uniform garbage and a collapsed repetition; a peaked, varied output is neither") {
+TEST_CASE("output health: uniform garbage and a collapsed repetition — a peaked, varied output is neither") {
   constexpr std::size_t V = 50;
   const auto peaked = [](std::size_t token, float margin) {
     std::vector<float> row(V, 0.0f);
@@ -304,7 +304,7 @@ TEST_CASE("output health: uniform garbage and a collapsed repetition; a peaked, 
   CHECK(H / std::log(50.0) < 0.95);
 }
 
-TEST_CASE("the inference symptoms are distinct; bad spans are refused with what to do") {
+TEST_CASE("the inference symptoms are distinct — bad spans are refused with what to do") {
   std::set<std::string_view> texts;
   for (const auto s : inf::symptoms::all) CHECK(texts.insert(s.text).second);
   inf::monitor mon;
@@ -316,7 +316,7 @@ TEST_CASE("the inference symptoms are distinct; bad spans are refused with what 
   CHECK_THROWS_AS(inf::monitor({.sample_every = 0}), mldiag::error);
 }
 
-TEST_CASE("a clamping format: its amax at the limit is by design; many values there are clipping") {
+TEST_CASE("a clamping format: its amax at the limit is by design — many values there are clipping") {
   // int8 with a scale set from the calibration amax puts that amax at 127 x scale. One value of a
   // 64-wide decode row there (1.6%) is not clipping; 40 of 2304 (1.7%, a scale too small) are.
   const inf::storage_format int8{number_format::int8, 0.02};
@@ -336,7 +336,7 @@ TEST_CASE("a clamping format: its amax at the limit is by design; many values th
   CHECK(findings(2304, 20).empty());  // 0.9%: under the line
 }
 
-TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices is a warning; same seed, or no choices, is not") {
+TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices is a warning — same seed, or no choices, is not") {
   constexpr std::size_t V = 50;
   std::vector<float> open(V, 0.0f), decided(V, 0.0f);
   open[3] = 1.0f;        // H / ln V near 0.97: many plausible tokens
