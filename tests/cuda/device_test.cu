@@ -233,7 +233,7 @@ std::optional<mldiag::cuda::inference_buffers::event> wait_for(mldiag::cuda::inf
 }
 }  // namespace
 
-TEST_CASE("device sentinel: the first non-finite (step, tap, row) by atomic minimum; a clean pass reports none") {
+TEST_CASE("device sentinel: the first non-finite (step, tap, row) by atomic minimum — a clean pass reports none") {
   cudaStream_t s{};
   REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
   mldiag::cuda::inference_buffers buf(64);
