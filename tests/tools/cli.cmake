@@ -130,6 +130,16 @@ if(mldiag_ckpt_python)
   endforeach()
 endif()
 mldiag_cli_expect_exit(compare_one_file 2 "^mldiag: compare needs two files" compare a.jsonl)
+# Fingerprint files: the fuzzer's seed (written by fingerprint_recorder) against itself is clean;
+# a count that is no whole number (2.2e66, which nlohmann would cast to an integer with undefined
+# behaviour; fuzz_fingerprints found it) is refused.
+set(fp_seed ${PROJECT_SOURCE_DIR}/fuzz/corpus/fingerprints/seed.jsonl)
+mldiag_cli_expect_exit(compare_fingerprints_self 0 "5 rows matched .0 unmatched., 0 diverged" compare ${fp_seed} ${fp_seed})
+file(READ ${fp_seed} fp_text)
+string(REGEX REPLACE "\"count\":16" "\"count\":2.2e66" fp_bad "${fp_text}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad-count.jsonl "${fp_bad}")
+mldiag_cli_expect_exit(compare_fingerprints_bad_count 2 "^mldiag: .*bad-count.jsonl:1: 'count' must be a whole number"
+                       compare ${CMAKE_CURRENT_BINARY_DIR}/bad-count.jsonl ${fp_seed})
 
 # Bad checkpoints through the tool: one "mldiag:" line naming the file, exit code 2.
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/not-a-checkpoint.safetensors "step,loss\n1,2\n")

@@ -12,10 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace mldiag::cli {
@@ -30,6 +35,37 @@ namespace detail {
 }
 }  // namespace detail
 
+namespace detail {
+// A whole number of type T from `j[key]`: nlohmann converts a float to an integer type with a
+// plain cast, undefined out of range (fuzz_fingerprints found 2.2e66 read as an int), so the
+// kind and the range are checked first.
+template <class T>
+[[nodiscard]] T whole_number(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto& v = j.at(key);
+  const auto refuse = [&] {
+    return error(where + ": '" + key + "' must be a whole number from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                 std::to_string(std::numeric_limits<T>::max()));
+  };
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) throw refuse();
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<T>) {
+      if (i < 0) throw refuse();
+      if (static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) throw refuse();
+    } else {
+      if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) || i > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+        throw refuse();
+    }
+    return static_cast<T>(i);
+  }
+  throw refuse();
+}
+}  // namespace detail
+
 /// Whether a file's first non-blank byte is '{' (a JSON Lines fingerprint file) rather than a checkpoint.
 [[nodiscard]] inline bool looks_like_jsonl(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -40,54 +76,76 @@ namespace detail {
   return false;
 }
 
-/// The fingerprints of a file `fingerprint_recorder::write_jsonl` wrote. Bad lines are refused
-/// with the file and line named.
-[[nodiscard]] inline std::vector<inference::fingerprint> read_fingerprints(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw error("" + path + ": cannot be opened for reading; check the path and its permissions");
+/// The fingerprints in `text`, the contents of a file `fingerprint_recorder::write_jsonl` wrote
+/// (`name` stands for the file in messages). Bad lines are refused with the file and line named;
+/// nothing else is thrown (fuzz/fuzz_fingerprints.cpp).
+[[nodiscard]] inline std::vector<inference::fingerprint> parse_fingerprints(std::string_view text, const std::string& name) {
   std::vector<inference::fingerprint> out;
-  std::string line;
   std::size_t n = 0;
-  while (std::getline(in, line)) {
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
     ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(n);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = name + ":" + std::to_string(n);
     try {
       const auto j = nlohmann::json::parse(line);
       inference::fingerprint f;
       f.name = j.at("name").get<std::string>();
-      f.request = j.at("request").get<std::int32_t>();
-      f.position = j.at("position").get<std::int64_t>();
+      f.request = detail::whole_number<std::int32_t>(j, "request", where);
+      f.position = detail::whole_number<std::int64_t>(j, "position", where);
       const auto ph = j.at("phase").get<std::string>();
-      if (ph != "prefill" && ph != "decode") throw error("" + where + ": phase '" + ph + "' is not prefill or decode");
+      if (ph != "prefill" && ph != "decode") throw error(where + ": phase '" + ph + "' is not prefill or decode");
       f.phase = ph == "prefill" ? inference::phase::prefill : inference::phase::decode;
-      f.order = j.at("order").get<std::uint32_t>();
+      f.order = detail::whole_number<std::uint32_t>(j, "order", where);
       f.format.format = detail::format_named(j.at("format").get<std::string>(), where);
-      f.format.scale = j.value("scale", 1.0);
-      f.format.block = j.value("block", 0u);
-      f.count = j.at("count").get<std::uint64_t>();
-      f.nan = j.at("nan").get<std::uint64_t>();
-      f.inf = j.at("inf").get<std::uint64_t>();
-      const auto number = [&](const char* k) { return j.at(k).is_null() ? 0.0 : j.at(k).get<double>(); };
+      f.format.scale = j.contains("scale") && !j.at("scale").is_null() ? j.at("scale").get<double>() : 1.0;
+      f.format.block = j.contains("block") ? detail::whole_number<std::uint32_t>(j, "block", where) : 0u;
+      f.count = detail::whole_number<std::uint64_t>(j, "count", where);
+      f.nan = detail::whole_number<std::uint64_t>(j, "nan", where);
+      f.inf = detail::whole_number<std::uint64_t>(j, "inf", where);
+      if (f.nan > f.count || f.inf > f.count - f.nan) throw error(where + ": more NaN and Inf than values ('count')");
+      const auto number = [&](const char* k) {
+        if (j.at(k).is_null()) return 0.0;
+        const double v = j.at(k).get<double>();
+        if (!std::isfinite(v)) throw error(where + ": '" + k + "' is not a finite number");
+        return v;
+      };
       f.amax = number("amax");
       f.mean = number("mean");
       f.l2 = number("l2");
+      if (f.amax < 0.0 || f.l2 < 0.0) throw error(where + ": 'amax' and 'l2' are magnitudes; a negative one is not a fingerprint");
       const auto& s = j.at("sketch");
       if (!s.is_array() || s.size() != inference::sketch_buckets) {
-        throw error("" + where + ": 'sketch' must be an array of " + std::to_string(inference::sketch_buckets) +
+        throw error(where + ": 'sketch' must be an array of " + std::to_string(inference::sketch_buckets) +
                     " numbers; was the file written by another mldiag version?");
       }
-      for (std::size_t b = 0; b < s.size(); ++b) f.sketch[b] = s[b].is_null() ? 0.0f : s[b].get<float>();
+      for (std::size_t b = 0; b < s.size(); ++b) {
+        // Read as double and range-checked: a float conversion out of range is undefined.
+        const double v = s[b].is_null() ? 0.0 : s[b].get<double>();
+        if (!(std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max())))
+          throw error(where + ": sketch value " + std::to_string(b) + " is not a finite float");
+        f.sketch[b] = static_cast<float>(v);
+      }
       f.format.validate();
       out.push_back(std::move(f));
     } catch (const mldiag::error&) {
       throw;
     } catch (const std::exception& e) {
-      throw error("" + where + ": not a fingerprint line (" + e.what() + "); write it with fingerprint_recorder::write_jsonl");
+      throw error(where + ": not a fingerprint line (" + e.what() + "); write it with fingerprint_recorder::write_jsonl");
     }
   }
-  if (out.empty()) throw error("" + path + ": no fingerprint in it; write it with fingerprint_recorder::write_jsonl");
+  if (out.empty()) throw error(name + ": no fingerprint in it; write it with fingerprint_recorder::write_jsonl");
   return out;
+}
+
+/// The fingerprints of the file at `path` (parse_fingerprints).
+[[nodiscard]] inline std::vector<inference::fingerprint> read_fingerprints(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(path + ": cannot be opened for reading; check the path and its permissions");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_fingerprints(text, path);
 }
 
 /// The fingerprints of an activation dump: each floating tensor is one tap (in file order), its
