@@ -14,6 +14,7 @@
 //     not to a tensor inside it).
 // Prints a table and one JSON line.
 #include "engine.hpp"
+#include "monitor_tap.hpp"
 
 #include "mldiag/inference/monitor.hpp"
 
@@ -31,22 +32,7 @@ namespace {
 namespace ex = examples::inference;
 namespace mi = mldiag::inference;
 
-mi::tap convert(const ex::tap& t) {
-  mi::tap o;
-  o.name = t.name;
-  o.phase = t.phase == ex::phase::prefill ? mi::phase::prefill : mi::phase::decode;
-  o.kind = t.kind == ex::tap_kind::residual ? mi::tap_kind::residual
-           : t.kind == ex::tap_kind::kv_cache ? mi::tap_kind::kv_cache
-           : t.kind == ex::tap_kind::logits   ? mi::tap_kind::logits
-                                              : mi::tap_kind::activation;
-  o.position = t.position;
-  o.rows = t.rows;
-  o.cols = t.cols;
-  o.values = t.values;
-  o.request = t.request;
-  o.valid_rows = t.valid_rows;
-  return o;
-}
+using ex::convert;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -8,6 +8,7 @@
 // `calibration` may set the defaults, `heldout` is reported as measured (docs/accuracy.md).
 //   mldiag_inference_diagnose --weights FILE --split calibration|heldout [--verbose]
 #include "engine.hpp"
+#include "monitor_tap.hpp"
 
 #include "mldiag/inference/fingerprint.hpp"
 #include "mldiag/inference/monitor.hpp"
@@ -82,32 +83,6 @@ std::vector<run_spec> split(const std::string& which) {
 
 // ---- Running one --------------------------------------------------------------------------------
 
-mi::tap convert(const ex::tap& t) {
-  mi::tap o;
-  o.name = t.name;
-  o.phase = t.phase == ex::phase::prefill ? mi::phase::prefill : mi::phase::decode;
-  switch (t.kind) {
-    case ex::tap_kind::residual: o.kind = mi::tap_kind::residual; break;
-    case ex::tap_kind::kv_cache: o.kind = mi::tap_kind::kv_cache; break;
-    case ex::tap_kind::logits: o.kind = mi::tap_kind::logits; break;
-    default: o.kind = mi::tap_kind::activation; break;
-  }
-  o.position = t.position;
-  o.rows = t.rows;
-  o.cols = t.cols;
-  o.values = t.values;
-  switch (t.format) {
-    case ex::number_format::bf16: o.format = {mi::number_format::bf16}; break;
-    case ex::number_format::fp16: o.format = {mi::number_format::fp16}; break;
-    case ex::number_format::int8: o.format = {mi::number_format::int8, static_cast<double>(t.scale)}; break;
-    default: o.format = {mi::number_format::fp32}; break;
-  }
-  o.request = t.request;
-  o.rank = t.rank;
-  o.valid_rows = t.valid_rows;
-  return o;
-}
-
 struct observed {
   std::vector<mldiag::finding> findings;  // warning or above
   std::vector<mi::fingerprint> rows;
@@ -142,17 +117,6 @@ observed run_engine(const ex::model_weights& m, const ex::engine_options& opt, c
   o.rows = rec.rows();
   for (const auto& r : out) o.tokens.push_back(r.tokens);
   return o;
-}
-
-void plant(ex::planted_faults& f, const std::string& name, int layer) {
-  if (name == "fp16_overflow") f.fp16_overflow_layer = layer;
-  else if (name == "position_offset") f.decode_position = ex::position_bug::repeat_last;
-  else if (name == "position_restart") f.decode_position = ex::position_bug::restart;
-  else if (name == "attention_scale") f.attention_scale_layer = layer;
-  else if (name == "kv_padding") f.kv_padding_layer = layer;
-  else if (name == "int8_calibration") f.int8_calibration_layer = layer;
-  else if (name == "transposed_weights") f.transposed_layer = layer;
-  else if (!name.empty()) throw std::runtime_error("mldiag: unknown fault '" + name + "'");
 }
 
 std::vector<std::vector<int>> encode_all(const ex::model_weights& m, const std::vector<std::string>& texts) {
@@ -198,7 +162,7 @@ int main(int argc, char** argv) {
       const std::vector<std::vector<int>> prompts(prompts_all.begin(), prompts_all.begin() + static_cast<std::ptrdiff_t>(s.batch));
       ex::engine_options opt{.path = s.path, .calibration = encode_all(m, int8_calibration),
                              .unrepresentative = {m.encode("\t")}};
-      plant(opt.faults, s.fault, s.layer);
+      ex::plant(opt.faults, s.fault, s.layer);
       const auto test = run_engine(m, opt, prompts, s.sampling, nullptr);
       const auto ref = run_engine(m, {}, prompts, s.sampling, &test.tokens);  // its findings are not used
       // The formats the path computes with: int8's weights and inputs feed taps stored in fp32.

@@ -265,6 +265,18 @@ struct planted_faults {
   int transposed_layer = -1;
 };
 
+/// Plants the fault named (the demo's and the diagnosis's names) in `layer`; "" plants nothing.
+inline void plant(planted_faults& f, std::string_view name, int layer) {
+  if (name == "fp16_overflow") f.fp16_overflow_layer = layer;
+  else if (name == "position_offset") f.decode_position = position_bug::repeat_last;
+  else if (name == "position_restart") f.decode_position = position_bug::restart;
+  else if (name == "attention_scale") f.attention_scale_layer = layer;
+  else if (name == "kv_padding") f.kv_padding_layer = layer;
+  else if (name == "int8_calibration") f.int8_calibration_layer = layer;
+  else if (name == "transposed_weights") f.transposed_layer = layer;
+  else if (!name.empty()) throw std::runtime_error("mldiag: unknown fault '" + std::string(name) + "'; see --help");
+}
+
 struct engine_options {
   precision path = precision::fp32;
   bool int8_per_channel = true;  ///< int8 weight scales per output channel (else one per tensor)

@@ -59,23 +59,6 @@ constexpr fault_entry faults[] = {
      "attention output projection loaded transposed (blocks.L.attn.proj)"},
 };
 
-void plant(inf::planted_faults& f, const std::string& name, int layer) {
-  if (name == "fp16_overflow")
-    f.fp16_overflow_layer = layer;
-  else if (name == "position_offset")
-    f.decode_position = inf::position_bug::repeat_last;
-  else if (name == "position_restart")
-    f.decode_position = inf::position_bug::restart;
-  else if (name == "attention_scale")
-    f.attention_scale_layer = layer;
-  else if (name == "kv_padding")
-    f.kv_padding_layer = layer;
-  else if (name == "int8_calibration")
-    f.int8_calibration_layer = layer;
-  else if (name == "transposed_weights")
-    f.transposed_layer = layer;
-}
-
 // What the demo's hook keeps: a count, the first non-finite value's tap, and optionally a
 // fingerprint (a hash of the bits) of every tap, to find where two runs first part. The mldiag
 // inference monitor takes this hook's place.
@@ -351,7 +334,7 @@ int faulty(const inf::model_weights& m, const options& o) {
   clean.set_hook([&](const inf::tap& t) { clean_log(t); });
   (void)clean.generate(prompts, new_tokens, {}, &ref_tokens);
   auto fo = path_options(m, path);
-  plant(fo.faults, entry->name, layer);
+  inf::plant(fo.faults, entry->name, layer);
   inf::engine broken(m, fo);
   broken.set_hook([&](const inf::tap& t) { fault_log(t); });
   const auto forced = broken.generate(prompts, new_tokens, {}, &ref_tokens);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -155,7 +156,7 @@ template <class T>
   const auto ckpt = checkpoint::open(path);
   std::vector<inference::fingerprint> out;
   std::uint32_t order = 0;
-  std::vector<double> wide;
+  detail::unit_scratch scratch;
   for (const auto& t : ckpt.tensors()) {
     inference::storage_format fmt;
     switch (t.type) {
@@ -171,13 +172,15 @@ template <class T>
     values.reserve(static_cast<std::size_t>(t.numel));
     detail::tensor_source src(ckpt, t, default_window_bytes);
     const std::size_t size = size_of(t.type);
+    // Unit by unit, in native order and aligned (native_unit), as doubles (to_double): the
+    // checkpoint readers' own conversion.
     for (auto w = src.next(); !w.empty(); w = src.next()) {
-      const std::size_t n = w.size() / size;
-      std::vector<std::byte> raw(w.begin(), w.end());
-      if (detail::needs_swap(t)) detail::swap_bytes(raw.data(), n, size);
-      wide.resize(n);
-      detail::to_double(t.type, raw.data(), n, wide.data());
-      for (const double x : wide) values.push_back(static_cast<float>(x));
+      const std::size_t elems = w.size() / size;
+      for (std::size_t begin = 0; begin < elems; begin += mldiag::stats_unit_elements) {
+        const std::size_t n = std::min(mldiag::stats_unit_elements, elems - begin);
+        detail::to_double(t.type, detail::native_unit(t, w.data() + begin * size, n, scratch), n, scratch.values.data());
+        for (std::size_t i = 0; i < n; ++i) values.push_back(static_cast<float>(scratch.values[i]));
+      }
     }
     const std::size_t rows = t.shape.size() >= 2 ? static_cast<std::size_t>(t.shape[0]) : 1;
     const std::size_t cols = rows ? values.size() / rows : 0;

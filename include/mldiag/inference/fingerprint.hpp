@@ -59,12 +59,10 @@ namespace detail {
 }
 }  // namespace detail
 
-/// The fingerprint of row `row` of a tap.
-[[nodiscard]] inline fingerprint make_fingerprint(const tap& t, std::size_t row, std::uint32_t order) {
-  if (row >= t.rows || t.values.size() != t.rows * t.cols) {
-    throw error("make_fingerprint: row " + std::to_string(row) + " of tap '" + std::string(t.name) + "' with " +
-                std::to_string(t.rows) + " x " + std::to_string(t.cols) + " values; pass a row of the tap");
-  }
+namespace detail {
+// Which row of which tap a fingerprint is; its numbers are the caller's (the host's loop below,
+// or the device's, kernels/mldiag/cuda/inference.cuh).
+[[nodiscard]] inline fingerprint fingerprint_of(const tap& t, std::size_t row, std::uint32_t order) {
   fingerprint f;
   f.name = std::string(t.name);
   f.request = t.request;
@@ -73,6 +71,23 @@ namespace detail {
   f.order = order;
   f.format = t.format;
   f.count = t.cols;
+  return f;
+}
+// The mean and L2 norm from the finite values' sum and sum of squares (nan and inf counted).
+inline void finish_moments(fingerprint& f, double sum, double sum_squares) noexcept {
+  const auto finite = f.count - f.nan - f.inf;
+  f.mean = finite ? sum / static_cast<double>(finite) : 0.0;
+  f.l2 = std::sqrt(sum_squares);
+}
+}  // namespace detail
+
+/// The fingerprint of row `row` of a tap.
+[[nodiscard]] inline fingerprint make_fingerprint(const tap& t, std::size_t row, std::uint32_t order) {
+  if (row >= t.rows || t.values.size() != t.rows * t.cols) {
+    throw error("make_fingerprint: row " + std::to_string(row) + " of tap '" + std::string(t.name) + "' with " +
+                std::to_string(t.rows) + " x " + std::to_string(t.cols) + " values; pass a row of the tap");
+  }
+  fingerprint f = detail::fingerprint_of(t, row, order);
   double sum = 0.0, sq = 0.0;
   std::array<double, sketch_buckets> s{};
   const auto values = t.values.subspan(row * t.cols, t.cols);
@@ -93,9 +108,7 @@ namespace detail {
     const std::uint64_t h = detail::mix(i);
     s[h % sketch_buckets] += (h >> 63) ? -x : x;
   }
-  const auto finite = f.count - f.nan - f.inf;
-  f.mean = finite ? sum / static_cast<double>(finite) : 0.0;
-  f.l2 = std::sqrt(sq);
+  detail::finish_moments(f, sum, sq);
   for (std::size_t b = 0; b < sketch_buckets; ++b) f.sketch[b] = static_cast<float>(s[b]);
   return f;
 }

@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -279,9 +280,11 @@ class monitor {
     double entropy_sum = 0.0;
     std::size_t last_token = static_cast<std::size_t>(-1);
   };
-  struct trend {
+  // Per tap name and rank: the headroom's recent points and which findings were raised.
+  struct trend_state {
     std::vector<std::pair<double, double>> points;  // (step, headroom bits), the last trend_points
     bool low = false, shrinking = false, overflowed = false, flushed = false, outliers = false;
+    bool kv_padding_reported = false;
   };
 
   // The non-finite sentinel: the first (step, tap order) with a NaN or Inf, per request. The
@@ -303,8 +306,7 @@ class monitor {
       if (first_row == t.rows) first_row = t.cols ? i / t.cols : 0;
     }
     if (nan + inf == 0) return;
-    if (seen_requests_.count(t.request)) return;
-    seen_requests_[t.request] = step_;
+    if (!seen_requests_.insert(t.request).second) return;
     site s{step_, order, std::string(t.name), t.phase, t.position + static_cast<std::int64_t>(first_row), t.request, t.rank, nan, inf};
     if (!first_) first_ = s;
     finding f = make_finding(question::convergence, symptoms::first_non_finite, severity::critical, step_,
@@ -434,9 +436,6 @@ class monitor {
     return {slope, my + slope * (p.back().first - mx)};
   }
 
-  struct trend_state : trend {
-    bool kv_padding_reported = false;
-  };
   // Trends are per tap name and rank (a request's tensors share the layer's range); looked up
   // by string_view, so a known tap allocates nothing.
   trend_state& trend_of(const tap& t) {
@@ -452,7 +451,7 @@ class monitor {
   bool sampled_ = true;
   std::uint64_t sampled_taps_ = 0;
   std::optional<site> first_;
-  std::map<std::int32_t, std::int64_t> seen_requests_;
+  std::set<std::int32_t> seen_requests_;  // requests whose first non-finite value was reported
   std::map<std::int32_t, output_state> outputs_;
   std::map<std::uint64_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> finished_;  // prompt -> (seed, tokens hash)
   std::map<std::int32_t, std::map<std::string, trend_state, std::less<>>> trends_;

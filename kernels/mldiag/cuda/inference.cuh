@@ -238,20 +238,11 @@ class inference_buffers {
           "cuda::inference_buffers::fingerprints");
     std::vector<inference::fingerprint> out;
     for (std::size_t r = 0; r < t.rows; ++r) {
-      inference::fingerprint f;
-      f.name = std::string(t.name);
-      f.request = t.request;
-      f.position = t.position + static_cast<std::int64_t>(r);
-      f.phase = t.phase;
-      f.order = order;
-      f.format = t.format;
-      f.count = t.cols;
+      inference::fingerprint f = inference::detail::fingerprint_of(t, r, order);
       f.nan = rows[r].nan;
       f.inf = rows[r].inf;
       f.amax = rows[r].amax;
-      const auto finite = f.count - f.nan - f.inf;
-      f.mean = finite ? rows[r].sum / static_cast<double>(finite) : 0.0;
-      f.l2 = std::sqrt(rows[r].sum_squares);
+      inference::detail::finish_moments(f, rows[r].sum, rows[r].sum_squares);
       for (std::size_t b = 0; b < inference::sketch_buckets; ++b) f.sketch[b] = static_cast<float>(rows[r].sketch[b]);
       out.push_back(std::move(f));
     }

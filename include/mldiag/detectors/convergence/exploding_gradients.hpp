@@ -81,10 +81,9 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// it from `task::max_grad_norm`), a jump above the bound was bounded before the
 /// optimizer applied it; that is said in the finding's evidence. Clipped or not, a jump the
 /// loss did not answer is info: an LSTM clipped at 5 whose norm jumped 142x once and
-/// recovered, and unclipped healthy runs' 100-160x one-step jumps (a normalizing flow's
-/// coupling layer, an actor-critic's value head, word2vec's first sparse steps; the zoo's
-/// seen runs, docs/accuracy.md#exploding_gradients). Where no loss is recorded, the size
-/// decides at once, critical from `critical_ratio`.
+/// recovered, and a healthy normalizing flow's unclipped one-step jumps of 139x and 103x
+/// (docs/accuracy.md#exploding_gradients). Where no loss is recorded, the size decides at
+/// once, critical from `critical_ratio`.
 class exploding_gradients {
  public:
   struct config {
@@ -214,8 +213,8 @@ class exploding_gradients {
         return;
       }
       // Size alone decides nothing where the loss is recorded (issue 38: severity is earned by
-      // consequences): a 100-160x one-step jump of a flow's coupling or a critic's head, the loss
-      // not answering, is a hard batch; critical_ratio grades a jump the loss did answer.
+      // consequences): a flow's coupling layer jumping 139x for one step, the loss not answering,
+      // is a hard batch; critical_ratio grades a jump the loss did answer.
       const bool decided = !seen_loss_ || loss_bad || loss_decisive ||
                            (settled && loss_up_run_ >= c_.loss_up_steps) ||
                            (settled && jump_steps_ >= c_.sustain && !fell);
