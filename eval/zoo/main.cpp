@@ -499,6 +499,10 @@ int main(int argc, char** argv) try {
   std::printf("%-26s %-15s %-6s %-5s %4s %8s %7s %6s %5s  %s\n", "fault", "family", "split", "fair", "runs", "detected",
               "right Q", "top-1", "steps", "first finding (Qn: symptom at location) (runs)");
   int faulted = 0, fair_runs = 0, detected = 0, right = 0, located = 0, with_layer = 0, before_onset = 0;
+  // Fair faulted runs that reached a warning or above from the onset on: a finding that waits
+  // for a consequence counts as found (verdict.hpp); this says how many became warnings, and when.
+  int warned_fair = 0;
+  std::vector<double> steps_to_warning;
   std::array<int, splits.size()> split_fair{}, split_detected{};  // fair faulted runs by zoo::split
   std::vector<double> steps;
   std::vector<std::string> misses, quiet_lines, unfair_runs;
@@ -543,6 +547,10 @@ int main(int argc, char** argv) try {
             tf += *v.top1;
           }
           if (v.detected) stf.push_back(static_cast<double>(v.steps_to_detect));
+          if (v.steps_to_warning >= 0) {
+            ++warned_fair;
+            steps_to_warning.push_back(static_cast<double>(v.steps_to_warning));
+          }
         } else if (fi.fair) {
           unfair_runs.push_back(run + (v.detected ? ": found anyway" : ": not found"));
         }
@@ -640,6 +648,11 @@ int main(int argc, char** argv) try {
               split_detected[9], split_fair[9], held10_recall, split_detected[10], split_fair[10], held11_recall,
               split_detected[11], split_fair[11], held12_recall, split_detected[12], split_fair[12], held13_recall,
               split_detected[13], split_fair[13], before_onset);
+  const double warned_recall = fair_runs ? static_cast<double>(warned_fair) / fair_runs : 0.0;
+  const double med_warning = examples::median(steps_to_warning);
+  std::printf("fair faulted runs with a warning or above from the onset on (not only a finding awaiting its consequence): "
+              "%d of %d (%.3f), median steps to that warning %.1f\n",
+              warned_fair, fair_runs, warned_recall, med_warning);
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
   if (zoo::entropy_flags.gap) {
     const auto& g = zoo::entropy_gaps;
@@ -672,7 +685,7 @@ int main(int argc, char** argv) try {
               "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f,"
               "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f,\"heldout9_recall\":%.4f,"
               "\"heldout10_recall\":%.4f,\"heldout11_recall\":%.4f,\"heldout12_recall\":%.4f,\"heldout13_recall\":%.4f,"
-              "%s}\n",
+              "\"warned_recall\":%.4f,\"median_steps_to_warning\":%.1f,%s}\n",
               s.quick ? "true" : "false", cpu_json.c_str(), hw_threads, static_cast<int>(zoo::families.size()),
               healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
               split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
@@ -681,7 +694,7 @@ int main(int argc, char** argv) try {
               split_alarmed[11], split_runs[12], split_alarmed[12], split_runs[13], split_alarmed[13], faulted, fair_runs,
               recall, right_q, top1, med, held_recall, held2_recall, held3_recall, held4_recall, held5_recall,
               held6_recall, held7_recall, held8_recall, held9_recall, held10_recall, held11_recall, held12_recall,
-              held13_recall, first_contact_json().c_str());
+              held13_recall, warned_recall, med_warning, first_contact_json().c_str());
   std::fflush(stdout);
   if (!s.check) return 0;
   const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&

@@ -42,9 +42,11 @@ inline constexpr detector_info configuration_checks{
     add(question::convergence, symptoms::lr_not_finite_or_negative, severity::critical, {{"lr", *c.learning_rate}});
   } else if (const double max_lr = thresholds::max_learning_rate; c.learning_rate && *c.learning_rate > max_lr) {
     // The same line as lr_sanity's at run time: a VAE trained with SGD at 4 must not be
-    // "absurd" here and sane there.
-    add(question::convergence, symptoms::lr_absurdly_large, severity::warning,
+    // "absurd" here and sane there. Info, as there: before any step nothing has been harmed,
+    // and lr_sanity makes it a warning when the run's progress worsens (issue 38).
+    add(question::convergence, symptoms::lr_absurdly_large, severity::info,
         {{"lr", *c.learning_rate}, {"max_lr", max_lr}});
+    out.back().why = "no consequence yet: lr_sanity watches the run; above the rates known to train";
   }
   if (c.classes > 0 && c.label_min && c.label_max &&
       (*c.label_min < 0 || *c.label_max >= static_cast<std::int64_t>(c.classes))) {

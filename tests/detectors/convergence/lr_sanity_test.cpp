@@ -4,10 +4,13 @@
 
 #include "mldiag/detectors/convergence/lr_sanity.hpp"
 #include "mldiag/evidence/recorder.hpp"
+#include "mldiag/monitor.hpp"
 
 #include "../support.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace {
 using mldiag_test::run;
@@ -56,4 +59,39 @@ TEST_CASE("lr_sanity: negative or NaN is critical and zero from the start is a w
   REQUIRE(b.size() == 1);
   CHECK(b.front().symptom ==
         "learning rate absurdly large");
+  // Above the line is a claim the run's progress decides: info that waits for a consequence.
+  CHECK(b.front().severity == mldiag::severity::info);
+  CHECK(b.front().awaits_consequence);
+}
+
+TEST_CASE("lr_sanity through the monitor: a rate above max_lr is a warning only when the run worsens") {
+  // word2vec's SGD at 10 over sparse rows: the loss falls, the claim stays info (issue 38).
+  const auto run_at = [](double lr, bool rises) {
+    mldiag::monitor mon({.task = {.learning_rate = lr}});
+    std::vector<mldiag::finding> seen;
+    mon.attach([&seen](const mldiag::finding& f) { seen.push_back(f); });
+    for (int i = 0; i < 120; ++i) {
+      mon.begin_step(i);
+      // A falling loss with batch noise, or one that climbs from step 40 on: a rate that cannot train.
+      const double noise = 0.02 * ((i * 7919) % 13 - 6) / 6.0;
+      mon.observe(mldiag::scalar::loss, (rises && i >= 40 ? 2.0 + 0.05 * (i - 40) : 4.0 - 0.015 * std::min(i, 40)) + noise);
+      mon.observe(mldiag::scalar::learning_rate, lr);
+      (void)mon.end_step();
+    }
+    mon.finish();
+    std::vector<mldiag::finding> large;
+    for (const auto& f : seen)
+      if (f.symptom == mldiag::symptoms::lr_absurdly_large) large.push_back(f);
+    return large;
+  };
+  const auto trains = run_at(10.0, false);
+  REQUIRE(!trains.empty());
+  for (const auto& f : trains) CHECK(f.severity == mldiag::severity::info);
+  // Twin: the same rate while the loss climbs: the consequence makes it a warning.
+  const auto climbs = run_at(10.0, true);
+  REQUIRE(!climbs.empty());
+  CHECK(climbs.back().severity == mldiag::severity::warning);
+  CHECK(climbs.back().why.find("consequence observed") != std::string::npos);
+  // The line itself is sane: nothing.
+  CHECK(run_at(mldiag::thresholds::max_learning_rate, true).empty());
 }

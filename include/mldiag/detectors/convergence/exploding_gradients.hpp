@@ -82,7 +82,9 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// optimizer applied it; that is said in the finding's evidence. Clipped or not, a jump the
 /// loss did not answer is info: an LSTM clipped at 5 whose norm jumped 142x once and
 /// recovered, and a healthy normalizing flow's unclipped one-step jumps of 139x and 103x
-/// (docs/accuracy.md#exploding_gradients). Where no loss is recorded, the size decides at
+/// (docs/accuracy.md#exploding_gradients). A clipped jump the loss answered is graded by what
+/// the optimizer applied, the bound over the baseline's median, not by the raw norm: critical
+/// only where that reaches `critical_ratio`. Where no loss is recorded, the size decides at
 /// once, critical from `critical_ratio`.
 class exploding_gradients {
  public:
@@ -223,7 +225,10 @@ class exploding_gradients {
                              {"loss_rose", loss_up ? 1.0 : 0.0}, {"steps_up", static_cast<double>(jump_steps_)}});
         if (clipped) f.evidence.emplace_back("clip_norm", c_.clip_norm);
         f.first_step = jump_start_;
-        out.push_back(escalate(std::move(f), {.harm = true, .magnitude = ratio, .critical_at = c_.critical_ratio,
+        // A clipped jump reached the weights at the bound: its size is graded by what was
+        // applied (an actor-critic's 160x jump clipped at 0.5 moved them 3x; issue 38).
+        const double applied = clipped && median > 0.0 ? std::min(ratio, c_.clip_norm / median) : ratio;
+        out.push_back(escalate(std::move(f), {.harm = true, .magnitude = applied, .critical_at = c_.critical_ratio,
                                               .note = "the jump went on with the loss up, unknown or not improving"}));
         return;  // the baseline keeps the norms before the jump
       }

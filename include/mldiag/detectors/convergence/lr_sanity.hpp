@@ -26,9 +26,11 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// where the rate was first seen after training's first `zero_steps` steps — a log excerpt
 /// from step 19500 of a schedule printed as 0.000000 — its start is unseen, and the zero waits
 /// for a consequence: info, escalated when the progress measure stops improving), or
-/// above `max_lr` (warning; 5: plain SGD at 1 with gradient clipping is a classic recipe for
+/// above `max_lr` (5: plain SGD at 1 with gradient clipping is a classic recipe for
 /// recurrent language models, Zaremba et al. 2014, and trains healthy ones;
-/// docs/accuracy.md#lr_sanity),
+/// docs/accuracy.md#lr_sanity; info that waits for a consequence — the progress measure or
+/// validation worsening, a non-finite loss — and is a warning then: word2vec's SGD at 10 over
+/// sparse rows trains, so a rate line is not proof that a rate cannot),
 /// or that rises by more than `max_jump` (10x) from one step to the next (warning: a scheduler
 /// restored with the wrong state, a factor applied twice). A drop by as much is info: step
 /// decay by 0.1 is an ordinary schedule (docs/accuracy.md#lr_sanity). Reports onsets.
@@ -55,7 +57,7 @@ class lr_sanity {
   lr_sanity() : lr_sanity(config{}) {}
   explicit lr_sanity(config c) : c_(c) {}
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"lr_sanity", question::convergence, {symptoms::lr_not_finite_or_negative, symptoms::lr_reached_zero, symptoms::lr_is_zero, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_dropped, symptoms::lr_not_applied}, "a learning rate that cannot work: not finite, zero, absurdly large, jumping, or never given to the optimizer", {.restarts_on_change = true, .consequence = "a rate that cannot train: at once; a schedule never applied: after its fifth change; a decay to 0 or a step drop is expected (info)"}};
+  static constexpr detector_info about{"lr_sanity", question::convergence, {symptoms::lr_not_finite_or_negative, symptoms::lr_reached_zero, symptoms::lr_is_zero, symptoms::lr_absurdly_large, symptoms::lr_jumped, symptoms::lr_dropped, symptoms::lr_not_applied}, "a learning rate that cannot work: not finite, zero, absurdly large, jumping, or never given to the optimizer", {.restarts_on_change = true, .consequence = "a rate that cannot train (not finite, negative, zero from the start): at once; one above max_lr: the progress measure or validation worsening; a schedule never applied: after its fifth change; a decay to 0 or a step drop is expected (info)"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     if (o.now.lr) judge(scalar_, *o.now.lr, {}, o, out);
@@ -112,7 +114,8 @@ class lr_sanity {
     if (r.large.rise(std::isfinite(lr) && lr > c_.max_lr)) {
       out.push_back(escalate(place(make_finding(question::convergence, symptoms::lr_absurdly_large, severity::info, o.now.step,
                                                 name(), {{"lr", lr}, {"max_lr", c_.max_lr}})),
-                             {.horizon = 1, .note = "above any rate known to train"}));
+                             // A line of rates, not a proof: SGD on sparse word2vec rows trains at 10 (issue 38).
+                             {.awaits_consequence = true, .note = "above the rates known to train; the run's progress decides"}));
     }
     // A schedule moves smoothly (warm-up, decay); a jump by 10x in one step is a bug — a
     // scheduler restored with the wrong state on resume, a group given the wrong factor.
