@@ -13,6 +13,7 @@
 #include "families_hetero_nll_pruned_qat.hpp"
 #include "families_lora_fixup_distill.hpp"
 #include "families_masked_lm_ctc_domain_adversarial.hpp"
+#include "families_meta_learning_sparse_autoencoder_warm_restarts.hpp"
 #include "families_quasi_newton_uncertainty_actor_critic_soft_targets.hpp"
 #include "families_segmentation_simsiam_forecaster.hpp"
 #include "families_seq2seq_contrastive_skipgram.hpp"
@@ -98,9 +99,38 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(optimizer o, std:
   return nullptr;
 }
 
+/// SGDR's cycle holding step `t`: its first step and its length, the first cycle `t0` steps
+/// long and each next one `mult` times the last (PyTorch's CosineAnnealingWarmRestarts).
+inline std::pair<std::int64_t, std::int64_t> sgdr_cycle(std::int64_t t, std::int64_t t0, std::int64_t mult) {
+  std::int64_t start = 0, length = std::max<std::int64_t>(1, t0);
+  while (t >= start + length) {
+    start += length;
+    length *= mult;
+  }
+  return {start, length};
+}
+/// The first cycle's length: a quarter of the run with T_mult 1 (four cycles, or three before
+/// SWA's last quarter), a seventh with T_mult 2 (cycles of 1, 2 and 4 sevenths), rounded up so
+/// that no restart falls in the run's last steps.
+inline std::int64_t sgdr_first_cycle(schedule s, std::int64_t steps) {
+  return s == schedule::sgdr_mult2 ? (steps + 6) / 7 : (steps + 3) / 4;
+}
+/// sgdr_swa: the step stochastic weight averaging starts at, after three cycles.
+inline std::int64_t swa_start(std::int64_t steps) { return 3 * ((steps + 3) / 4); }
+
+/// Whether the schedule restarts at `step` on purpose (an SGDR cycle begins, or SWA's schedule
+/// takes over): what its user declares as regime_change{optimizer} (docs/declarations.md: "the
+/// optimizer or its schedule changes ... a restart").
+inline bool schedule_restarts_at(schedule s, std::int64_t step, std::int64_t steps) {
+  if (step == 0 || (s != schedule::sgdr && s != schedule::sgdr_mult2 && s != schedule::sgdr_swa)) return false;
+  if (s == schedule::sgdr_swa && step >= swa_start(steps)) return step == swa_start(steps);
+  return sgdr_cycle(step, sgdr_first_cycle(s, steps), s == schedule::sgdr_mult2 ? 2 : 1).first == step;
+}
+
 /// The learning rate of step `step` of `steps` for a peak of `peak`.
 inline double scheduled_lr(schedule s, double peak, std::int64_t step, std::int64_t steps) {
   const double t = static_cast<double>(step), n = static_cast<double>(steps);
+  constexpr double pi = 3.141592653589793;
   switch (s) {
     case schedule::constant: return peak;
     case schedule::warmup_cosine: {
@@ -118,6 +148,25 @@ inline double scheduled_lr(schedule s, double peak, std::int64_t step, std::int6
       const double warm = std::max(1.0, 0.1 * n);
       if (t < warm) return peak * (t + 1.0) / warm;
       return peak * (n - t) / std::max(1.0, n - warm);
+    }
+    case schedule::sgdr:
+    case schedule::sgdr_mult2:
+    case schedule::sgdr_swa: {
+      // CosineAnnealingWarmRestarts with eta_min 0 (PyTorch's default): peak x (1 + cos(pi x
+      // T_cur / T_i)) / 2, back at the peak at each cycle's first step.
+      const auto cosine = [&](std::int64_t at) {
+        const auto [start, length] = sgdr_cycle(at, sgdr_first_cycle(s, steps), s == schedule::sgdr_mult2 ? 2 : 1);
+        return peak * 0.5 * (1.0 + std::cos(pi * static_cast<double>(at - start) / static_cast<double>(length)));
+      };
+      const auto swa = swa_start(steps);
+      if (s != schedule::sgdr_swa || step < swa) return cosine(step);
+      // SWA's schedule (torch.optim.swa_utils.SWALR): from the last SGDR rate to swa_lr, half the
+      // peak, by a cosine over a twentieth of the run, then constant.
+      const double swa_lr = 0.5 * peak, from = cosine(swa - 1);
+      const double a = std::min(1.0, static_cast<double>(step - swa + 1) /
+                                         static_cast<double>(std::max<std::int64_t>(1, steps / 20)));
+      const double alpha = 0.5 * (1.0 - std::cos(pi * a));
+      return swa_lr * alpha + from * (1.0 - alpha);
     }
   }
   return peak;
@@ -276,6 +325,9 @@ struct setup {
   bool validation_unlike_training = false;
   /// The steps at which the data changes on purpose (regime_change{data}: a curriculum's stage).
   std::function<bool(std::int64_t)> data_changes_at;
+  /// The steps at which the schedule restarts on purpose (regime_change{optimizer}: round 14's
+  /// warm restarts, and SWA's schedule taking over).
+  std::function<bool(std::int64_t)> schedule_changes_at;
   // Round 11's families.
   /// A table the family builds for the run (Fashion-MNIST at 14 x 14, multi-label targets),
   /// which `tab` points to.
@@ -1347,6 +1399,119 @@ inline setup build(const run_spec& s, const data& d) {
     u.chance_loss = 1.0;
     u.frozen_layer = "head";
     u.observe_group_lrs = true;
+  } else if (s.family == "meta_learning") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn<c1>x<c2>>-<ways>way<shots>shot-k<inner steps>-sgd<inner
+    // rate>: Reptile (see reptile, fewshot_tasks, fewshot_net): each step `batch` tasks (the
+    // meta-batch) of `ways` classes of the table in a random order, their labels in that order, 5
+    // query images a class; `k` steps of plain SGD at the inner rate on each task's support set,
+    // then the outer optimizer (the run's, at the run's rate and schedule: Reptile's step size)
+    // moves the meta-weights toward the adapted ones. The loss is the query loss after
+    // adaptation, a cross-entropy over the ways: told the classes, `ways` (docs/integrations.md:
+    // a classification task's count, ln(ways) for an uninformed model: the meta-initialization
+    // itself tells no class from another, its labels being drawn afresh in every task). Validation:
+    // the same query loss after the same adaptation, over 10 fixed tasks of validation images.
+    // Not inputs and labels through the loop's sampler: the tasks are the batch (`draw`), so
+    // same_batch trains on the first step's tasks again and inputs_not_normalized scales their
+    // images. Accumulation 1: the meta-batch is the tasks of one step.
+    const auto way_at = s.variant.find("way");
+    auto ways_at = way_at;
+    while (ways_at > 0 && s.variant[ways_at - 1] >= '0' && s.variant[ways_at - 1] <= '9') --ways_at;
+    const std::int64_t ways = std::stoll(s.variant.substr(ways_at, way_at - ways_at));
+    const auto shots = widths_after(s.variant, "way").front();
+    const bool conv = s.variant.find("-cnn") != std::string::npos;
+    auto m = std::make_shared<fewshot_net>(u.tab->side, conv, widths_after(s.variant, conv ? "-cnn" : "-mlp"), ways);
+    u.model = m;
+    u.classes = ways;
+    auto tasks = std::make_shared<fewshot_tasks>(u.tab, ways, shots, 5);
+    auto r = std::make_shared<reptile>();
+    r->model = m.get();
+    r->tasks = tasks;
+    r->inner_steps = widths_after(s.variant, "-k").front();
+    r->inner_lr = std::stod(s.variant.substr(s.variant.find("-sgd") + 4));
+    r->mse_on_logits = s.planted == fault::wrong_loss_mse_on_logits;
+    r->outer = make_optimizer(s.opt, m->parameters(), s.lr);
+    u.optimizers = {{std::string(name(s.opt)), r->outer}};
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 7919 + 13));
+    u.draw = [tasks, gen](std::int64_t, std::int64_t b) { return tasks->draw(b, false, *gen); };
+    u.custom_step = [r](const setup::custom_step_io& io) -> setup::custom_step_result {
+      const auto o = r->step(io.x, io.y, io.lr, io.zero_grad, io.nan, io.skip_update, *io.tap);
+      return {o.loss, o.logits, o.grad_norm};
+    };
+    torch::Generator vg = at::detail::createCPUGenerator(424242);
+    const auto val = tasks->draw(10, true, vg);
+    u.validate = [r, val](net&, double scale) { return r->validate(val.first, val.second, scale); };
+    u.observe_group_lrs = true;
+  } else if (s.family == "sparse_autoencoder") {
+    if (!need_table()) return u;
+    // <digits|fashion>-mlp<h1>x<h2>-sae<latents>-<unit|normweighted>-l1-<lambda>: a sparse
+    // autoencoder (see sparse_autoencoder_net) of the fc2 activations (h2 wide) of an MLP
+    // classifier that the run first trains, unmonitored (prepare: Adam 1e-3, 500 steps of 64,
+    // its own generator, as round 6's distillation teacher), on the digits' 1497 training images
+    // or Fashion-MNIST's first 20000; its activations on them, and on the validation images,
+    // scaled so that their mean norm is sqrt(h2) (subject_activations), are the table. `-unit`:
+    // the decoder's columns at unit norm (their gradients projected before each step,
+    // renormalized after it); `-normweighted`: the penalty weighted by the columns' norms. The
+    // loss is the MSE plus lambda x the penalty, the inputs' own reconstruction (no classes,
+    // nor a chance loss or a floor to tell: an SAE's loss has neither a known floor nor an
+    // uninformed level). Validation: the same loss on the first 512 validation activations.
+    // frozen_layer leaves the decoder out of the optimizer.
+    const auto mlp = widths_after(s.variant, "-mlp");
+    const auto latents = widths_after(s.variant, "-sae").front();
+    const bool unit = s.variant.find("-unit") != std::string::npos;
+    const double l1 = std::stod(s.variant.substr(s.variant.find("-l1-") + 4));
+    auto sae = std::make_shared<sparse_autoencoder_net>(mlp[1], latents, unit, l1);
+    auto subject = std::make_shared<sae_subject_net>(in, mlp[0], mlp[1]);
+    u.model = sae;
+    u.classes = 0;
+    u.regression = true;  // a loss of the output and the input alone (see loss_of), the labels unread
+    auto* sp = sae.get();
+    u.regression_loss = [sp](const torch::Tensor& out, const torch::Tensor&) { return sp->loss(out); };
+    auto own = std::make_shared<table>();
+    const auto* images = u.tab;
+    u.tab = own.get();
+    u.own_table = own;
+    const auto seed = s.seed * 104729 + 13;
+    const std::int64_t n_train = fashion ? 20000 : images->x_train.size(0);
+    u.prepare = [own, images, subject, sp, n_train, seed] {
+      fit_unmonitored(*subject, subject->parameters(), *images, 500, 64, 1e-3, seed);
+      *own = subject_activations(*subject, *images, n_train);
+      sp->set_center(own->x_train.mean(0));
+    };
+    u.after_backward = [sp] { sp->project_decoder_gradient(); };
+    u.after_update = [sp](std::int64_t) { sp->normalize_decoder(); };
+    u.frozen_layer = "decoder";
+    u.observe_group_lrs = true;
+  } else if (s.family == "warm_restarts") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn<c1>x<c2>[-bn]-fc64>: a classifier (see
+    // restart_classifier_net) of the ten classes, cross-entropy, told the classes, trained under
+    // the run's SGDR schedule (sgdr: T_mult 1, four cycles; sgdr_mult2: T_mult 2, cycles of 1, 2
+    // and 4 sevenths of the run; sgdr_swa: three cycles, then stochastic weight averaging at a
+    // constant rate, half the peak, the average updated every 5 steps; see
+    // detail::scheduled_lr). The loop sets each step's rate into the optimizer and logs it
+    // (scalar::learning_rate, and each group's by observe_learning_rates), told the peak
+    // (task::learning_rate), and declares each restart, and SWA's start, as
+    // regime_change{optimizer}, which docs/declarations.md gives for "a restart of the
+    // schedule". Validation: the cross-entropy of the first 512 validation images, by the model
+    // that trains (the SWA average is what the run would ship, evaluated after the run, not
+    // during it).
+    const bool conv = s.variant.find("-cnn") != std::string::npos;
+    u.model = std::make_shared<restart_classifier_net>(u.tab->side, conv, s.variant.find("-bn-") != std::string::npos,
+                                                       widths_after(s.variant, conv ? "-cnn" : "-mlp"));
+    u.classes = 10;
+    const auto sched = s.sched;
+    const auto steps = s.steps;
+    u.schedule_changes_at = [sched, steps](std::int64_t step) { return schedule_restarts_at(sched, step, steps); };
+    if (sched == schedule::sgdr_swa) {
+      auto avg = std::make_shared<swa_average>();
+      auto* mp = u.model.get();
+      u.after_update = [avg, mp, steps](std::int64_t step) {
+        const auto from = swa_start(steps);
+        if (step >= from && (step - from) % 5 == 0) avg->add(*mp);
+      };
+    }
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -1633,6 +1798,8 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
       if (!u.open_step_first) mon->begin_step(step);
       if (!custom.loss_observed) mon->observe(mldiag::scalar::loss, loss_value);
       if (u.data_changes_at && u.data_changes_at(step)) mon->observe(mldiag::regime_change{mldiag::change::data});
+      if (u.schedule_changes_at && u.schedule_changes_at(step))
+        mon->observe(mldiag::regime_change{mldiag::change::optimizer});
       // The rate of the optimizer in use (quasi_newton's Adam, then L-BFGS's), else the schedule's.
       mon->observe(mldiag::scalar::learning_rate, std::isnan(custom.lr) ? lr : custom.lr);
       mon->observe(mldiag::scalar::grad_norm, norm);
