@@ -130,9 +130,9 @@ int main(int argc, char** argv) try {
        }},
       {"sentinel, every tap", monitor_replay({.sample_every = never}, false)},
       {"sentinel, residual stream + logits", monitor_replay({.sample_every = never}, true)},
-      {"monitor /8, residual stream + logits", monitor_replay({.sample_every = 8}, true)},
+      {"default monitor (/8), residual + logits", monitor_replay({}, true)},
       {"monitor /8, every tap", monitor_replay({.sample_every = 8}, false)},
-      {"monitor, every tap, every step", monitor_replay({}, false)},
+      {"monitor, every tap, every step", monitor_replay({.sample_every = 1}, false)},
   };
   const int replays = quick ? 20 : 2000;
   for (auto& r : rows) {

@@ -94,7 +94,7 @@ struct observed {
 // the README's inference snippet (a test checks that it is this code).
 observed run_engine(const ex::model_weights& m, const ex::engine_options& opt, const std::vector<std::vector<int>>& prompts,
                     const ex::sampling& s, const std::vector<std::vector<int>>* forced) {
-  mi::monitor mon;
+  mi::monitor mon({.sample_every = 1});  // hunting a fault: every step, every tap
   mi::fingerprint_recorder rec;
   std::int64_t step = -1;
   std::vector<bool> unusable(prompts.size(), false);

@@ -32,6 +32,9 @@ double evidence(const mldiag::finding& f, const std::string& key) {
 }
 }  // namespace
 
+// The checks below read the full statistics on every step (the default samples 1 step in 8).
+const inf::monitor_config every_step{.sample_every = 1};
+
 TEST_CASE("storage formats: limits from the formats' bit layouts") {
   // (2 - 2^-m) * 2^emax for m mantissa bits; E4M3 (OCP) gives up its top mantissa code to NaN: 1.75 * 2^8.
   CHECK(inf::storage_format{number_format::fp16}.max_finite() == (2.0 - std::ldexp(1.0, -10)) * std::ldexp(1.0, 15));
@@ -101,7 +104,7 @@ TEST_CASE("range_stats: a block's shared scale flushes what is 2^10 below its la
 }
 
 TEST_CASE("first non-finite: layer, position, phase, request and rank — a clean pass says nothing") {
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   std::vector<float> h(8 * 16, 0.5f);
   for (int step = 0; step < 3; ++step) {
     mon.begin_step(step);
@@ -147,8 +150,27 @@ TEST_CASE("the sentinel runs on steps the full statistics skip") {
   CHECK(f[0].first_step == 6);
 }
 
+TEST_CASE("the default monitor samples: full statistics on 1 step in 8, the sentinel and the logits check on every step") {
+  inf::monitor mon;  // the serving default
+  CHECK(mon.config().sample_every == 8);
+  std::vector<float> h(16, 1.0f), bad(16, 1.0f), row(10, 0.0f), bad_row(10, 0.0f);
+  bad[2] = INFINITY;
+  bad_row[4] = NAN;
+  for (int step = 0; step < 19; ++step) {
+    mon.begin_step(step);
+    mon.observe({.name = "x", .cols = 16, .values = step == 13 ? bad : h});
+    CHECK(mon.observe_logits(0, step == 15 ? bad_row : row) == (step != 15));
+  }
+  CHECK(mon.sampled_taps() == 3);  // steps 0, 8 and 16
+  const auto all = mon.take_findings();
+  const auto f = named(all, inf::symptoms::first_non_finite);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].first_step == 13);  // an unsampled step
+  CHECK(named(all, inf::symptoms::logits_row_non_finite).size() == 1);
+}
+
 TEST_CASE("a logits row with a NaN cannot be sampled: critical with the request, and the engine is told") {
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   std::vector<float> row(100, 0.0f);
   row[3] = 9.0f;
   mon.begin_step(0);
@@ -165,7 +187,7 @@ TEST_CASE("a logits row with a NaN cannot be sampled: critical with the request,
 
 TEST_CASE("headroom: near the limit is a warning before anything overflows — past it, critical for a float format") {
   const auto run = [](float amax, inf::storage_format fmt) {
-    inf::monitor mon;
+    inf::monitor mon(every_step);
     std::vector<float> v(64, 1.0f);
     v[10] = amax;
     mon.begin_step(0);
@@ -191,7 +213,7 @@ TEST_CASE("headroom: near the limit is a warning before anything overflows — p
 TEST_CASE("headroom shrinking: warned while values still fit, from the trend — a steady level is not a trend") {
   // amax grows 10% a step from 1000: log2(65504 / amax) falls 0.1375 bits a step and crosses 1
   // bit at 1000 * 1.1^s = 32752, s = 36.6; fp16 overflows from s = 43.9.
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   std::vector<float> v(32, 1.0f);
   std::int64_t warned = -1;
   for (int s = 0; s < 60 && warned < 0; ++s) {
@@ -217,7 +239,7 @@ TEST_CASE("values flushed: an int8 scale far too large for the values — a fitt
   std::vector<float> v(4096);
   for (auto& x : v) x = z(rng);
   const auto flushed = [&](double scale) {
-    inf::monitor mon;
+    inf::monitor mon(every_step);
     mon.begin_step(0);
     mon.observe({.name = "blocks.0.mlp.fc2", .rows = 64, .cols = 64, .values = v, .format = {number_format::int8, scale}});
     return named(mon.take_findings(), inf::symptoms::values_flushed);
@@ -238,7 +260,7 @@ TEST_CASE("outlier channels are named, as info — channels within a few x of ea
   quiet.observe({.name = "blocks.3.residual", .kind = inf::tap_kind::residual, .rows = 16, .cols = 128, .values = v});
   CHECK(quiet.take_findings().empty());
   v[4 * 128 + 17] = 900.0f, v[9 * 128 + 101] = -300.0f;
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   mon.begin_step(0);
   mon.observe({.name = "blocks.3.residual", .kind = inf::tap_kind::residual, .rows = 16, .cols = 128, .values = v});
   const auto f = named(mon.take_findings(), inf::symptoms::outlier_channels);
@@ -252,7 +274,7 @@ TEST_CASE("outlier channels are named, as info — channels within a few x of ea
 TEST_CASE("KV-cache padding slots holding NaN are a warning — written slots with NaN are the first non-finite") {
   std::vector<float> kv(10 * 8, 0.25f);
   for (std::size_t i = 6 * 8; i < kv.size(); ++i) kv[i] = NAN;  // slots 6..9 never written
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   mon.begin_step(0);
   mon.observe({.name = "blocks.0.k_cache", .kind = inf::tap_kind::kv_cache, .rows = 10, .cols = 8, .values = kv, .valid_rows = 6});
   auto f = mon.take_findings();
@@ -274,7 +296,7 @@ TEST_CASE("output health: uniform garbage and a collapsed repetition — a peake
     row[token] = margin;
     return row;
   };
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   for (int s = 0; s < 40; ++s) {  // a trained model: a clear favourite, changing every step
     mon.begin_step(s);
     CHECK(mon.observe_logits(0, peaked(static_cast<std::size_t>(s) % V, 6.0f)));
@@ -307,7 +329,7 @@ TEST_CASE("output health: uniform garbage and a collapsed repetition — a peake
 TEST_CASE("the inference symptoms are distinct — bad spans are refused with what to do") {
   std::set<std::string_view> texts;
   for (const auto s : inf::symptoms::all) CHECK(texts.insert(s.text).second);
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   std::vector<float> v(10);
   mon.begin_step(0);
   CHECK_THROWS_WITH_AS(mon.observe({.name = "x", .rows = 3, .cols = 4, .values = v}), doctest::Contains("mldiag: tap 'x' has 10 values"),
@@ -323,7 +345,7 @@ TEST_CASE("a clamping format: its amax at the limit is by design — many values
   const auto findings = [&](std::size_t n, std::size_t at_limit) {
     std::vector<float> v(n, 0.5f);
     for (std::size_t i = 0; i < at_limit; ++i) v[i * (n / at_limit)] = static_cast<float>(127 * 0.02);
-    inf::monitor mon;
+    inf::monitor mon(every_step);
     mon.begin_step(0);
     mon.observe({.name = "blocks.0.ln1", .cols = n, .values = v, .format = int8});
     return mon.take_findings();
@@ -343,7 +365,7 @@ TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices i
   decided[3] = 30.0f;    // H / ln V near 0: one token
   const std::vector<int> tokens{3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
   const auto run = [&](const std::vector<float>& row, std::uint64_t seed_a, std::uint64_t seed_b) {
-    inf::monitor mon;
+    inf::monitor mon(every_step);
     for (int r = 0; r < 2; ++r) {
       for (int s = 0; s < 10; ++s) {
         mon.begin_step(s);
@@ -362,7 +384,7 @@ TEST_CASE("seeds: two seeds giving the same tokens where the rows left choices i
 }
 
 TEST_CASE("a request index reused after end_request reports its own first non-finite value") {
-  inf::monitor mon;
+  inf::monitor mon(every_step);
   std::vector<float> bad(8, 1.0f);
   bad[2] = NAN;
   mon.begin_step(0);
