@@ -875,6 +875,8 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  // Line-buffered: a run stopped by its time limit (bench/gpu/issue40.sh) keeps what it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const options o = parse(argc, argv);
   if (!o.cuda) torch::set_num_threads(1);
   const auto shape = shape_of(o);
@@ -1068,6 +1070,9 @@ int main(int argc, char** argv) try {
       res.ok = found;
       res.verdict = found ? "found " + want : "MISSED " + want;
     }
+    std::printf("q3 %s: %d steps, Q3 warnings [%s], other warnings [%s], slowest layer %s (%.2f), host syncs %s: %s\n",
+                fault_names[static_cast<int>(f)], res.steps, join(res.q3_warnings).c_str(), join(res.other_warnings).c_str(),
+                res.top_layer.c_str(), res.top_share, syncs_counted ? std::to_string(res.syncs).c_str() : "-", res.verdict.c_str());
     q3.push_back(res);
   }
 
