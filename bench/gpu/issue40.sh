@@ -132,7 +132,7 @@ run 150 q3.txt "$bin" --preset gpu --device cuda --no-timing --fault all
 echo "=== 3. compute-sanitizer memcheck, tiny preset on CUDA ==="
 if command -v compute-sanitizer > /dev/null; then
   run 90 sanitizer.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$bin" --preset cpu-check --device cuda --steps 2 --repeats 1 --fault-steps 30 --fault none
+      "$bin" --preset cpu-check --device cuda --no-timing --fault-steps 30 --fault none
 else
   echo "mldiag: compute-sanitizer not found: skipped" | tee "$out/sanitizer.txt"
 fi
