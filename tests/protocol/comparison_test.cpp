@@ -341,3 +341,19 @@ TEST_CASE("the flagship's 2.6108 against 2.6155, with a transformer's noise, is 
   REQUIRE(old.was_confirmed());
   CHECK(std::move(old).confirmed().log().back().text.find("noise unknown") != std::string::npos);
 }
+
+TEST_CASE("summarize keeps warnings and the claims that wait for a consequence, not plain info") {
+  const auto at = [](mldiag::severity s, bool waits, const char* symptom) {
+    mldiag::finding f = mldiag::make_finding(mldiag::question::convergence, mldiag::symptom{symptom}, s, 3, "test", {});
+    f.awaits_consequence = waits;
+    return f;
+  };
+  const auto e = summarize(series(40, 1.0, 0.05, 0.5, 4),
+                           {at(mldiag::severity::warning, false, "loss not decreasing"),
+                            at(mldiag::severity::info, true, "learning rate absurdly large"),
+                            at(mldiag::severity::info, false, "learning rate dropped")});
+  REQUIRE(e.findings.size() == 2);
+  CHECK(e.findings[0].symptom == "loss not decreasing");
+  // A rate above every rate known to train, still waiting: the pattern's co-symptom.
+  CHECK(e.findings[1].symptom == "learning rate absurdly large");
+}

@@ -130,8 +130,10 @@ inline constexpr double noise_z = 2.0;
                                                const obvious_checks& obvious, std::size_t window = 100) {
   evidence_summary e;
   e.obvious = obvious;
+  // Warnings, and the claims still waiting for a consequence (info until harm follows): a rate
+  // above every rate known to train is the pattern's co-symptom before the loss has answered it.
   for (const auto& f : findings)
-    if (f.severity >= severity::warning) e.findings.push_back(f);
+    if (f.severity >= severity::warning || f.awaits_consequence) e.findings.push_back(f);
   if (past.empty()) return e;
   e.first_step = past[0].step;
   e.last_step = past.back().step;
