@@ -695,17 +695,7 @@ struct trainer {
       tap_hidden[b].copy_(ctx.mlp_hidden[b]);
     }
     scalars.slice(0, 0, 8).view(torch::kDouble).copy_(loss.detach().reshape({1}));
-    if (mldiag_plan_compute(plan, workspace.data_ptr(), stream) != 0) throw std::runtime_error(mldiag_last_error());
-    auto* d_entropy = static_cast<unsigned char*>(scalars.data_ptr()) + scalars_header;
-    auto* d_ews = static_cast<unsigned char*>(entropy_ws.data_ptr());
-    for (std::size_t b = 0; b < ctx.scores.size(); ++b) {
-      const auto& sc = ctx.scores[b];
-      const int dt = static_cast<int>(mldiag::as_tensor_ref("scores", sc).dtype());
-      if (mldiag_entropy_logits(sc.data_ptr(), sc.numel(), o.seq, dt, d_ews + b * entropy_ws_bytes, entropy_ws_bytes,
-                                d_entropy + b * mldiag_entropy_stats_bytes(), stream, nullptr) != 0) {
-        throw std::runtime_error(mldiag_last_error());
-      }
-    }
+    stats_only();
     if (mldiag_readback_enqueue(readback, plan, workspace.data_ptr(), stream, s) != 0 ||
         mldiag_bytes_ring_enqueue(ring, scalars.data_ptr(), stream, s) != 0) {
       throw std::runtime_error(mldiag_last_error());
@@ -764,7 +754,8 @@ struct trainer {
     }
   }
 
-  // The statistics alone (no training), for the table: the plan and the entropy kernels.
+  // The statistics' launches: the plan and the entropy kernels. Alone (no training) for the
+  // table, and inside the monitored step (enqueue_cuda).
   void stats_only() {
     if (mldiag_plan_compute(plan, workspace.data_ptr(), stream) != 0) throw std::runtime_error(mldiag_last_error());
     auto* d_entropy = static_cast<unsigned char*>(scalars.data_ptr()) + scalars_header;
@@ -772,8 +763,10 @@ struct trainer {
     for (std::size_t b = 0; b < ctx.scores.size(); ++b) {
       const auto& sc = ctx.scores[b];
       const int dt = static_cast<int>(mldiag::as_tensor_ref("scores", sc).dtype());
-      (void)mldiag_entropy_logits(sc.data_ptr(), sc.numel(), o.seq, dt, d_ews + b * entropy_ws_bytes, entropy_ws_bytes,
-                                  d_entropy + b * mldiag_entropy_stats_bytes(), stream, nullptr);
+      if (mldiag_entropy_logits(sc.data_ptr(), sc.numel(), o.seq, dt, d_ews + b * entropy_ws_bytes, entropy_ws_bytes,
+                                d_entropy + b * mldiag_entropy_stats_bytes(), stream, nullptr) != 0) {
+        throw std::runtime_error(mldiag_last_error());
+      }
     }
   }
 #endif
