@@ -507,6 +507,13 @@ int main(int argc, char** argv) try {
   // for a consequence counts as found (verdict.hpp); this says how many became warnings, and when.
   int warned_fair = 0;
   std::vector<double> steps_to_warning;
+  // Fair faults first found by a claim that waited for its consequence (info), by the detector
+  // that found them: how many became warnings, and the steps from the finding to the warning.
+  struct gated_delay {
+    int found = 0, warned = 0;
+    std::vector<double> steps;
+  };
+  std::map<std::string, gated_delay> gated;
   std::array<int, splits.size()> split_fair{}, split_detected{};  // fair faulted runs by zoo::split
   std::vector<double> steps;
   std::vector<std::string> misses, quiet_lines, unfair_runs;
@@ -554,6 +561,14 @@ int main(int argc, char** argv) try {
           if (v.steps_to_warning >= 0) {
             ++warned_fair;
             steps_to_warning.push_back(static_cast<double>(v.steps_to_warning));
+          }
+          if (v.detected && v.steps_to_warning != v.steps_to_detect) {  // first found at info, waiting
+            auto& g = gated[v.detector];
+            ++g.found;
+            if (v.steps_to_warning >= 0) {
+              ++g.warned;
+              g.steps.push_back(static_cast<double>(v.steps_to_warning - v.steps_to_detect));
+            }
           }
         } else if (fi.fair) {
           unfair_runs.push_back(run + (v.detected ? ": found anyway" : ": not found"));
@@ -659,6 +674,15 @@ int main(int argc, char** argv) try {
   std::printf("fair faulted runs with a warning or above from the onset on (not only a finding awaiting its consequence): "
               "%d of %d (%.3f), median steps to that warning %.1f\n",
               warned_fair, fair_runs, warned_recall, med_warning);
+  if (!gated.empty()) {
+    std::printf("fair faults first found by a claim waiting for its consequence, by that claim's detector: runs, how "
+                "many reached a warning (from any detector) within the run, median steps from the claim to it\n");
+    for (const auto& [detector, g] : gated) {
+      char delay[32] = "-";
+      if (!g.steps.empty()) std::snprintf(delay, sizeof delay, "%.1f steps", examples::median(g.steps));
+      std::printf("  %-28s %3d found at info, %3d warned, median delay %s\n", detector.c_str(), g.found, g.warned, delay);
+    }
+  }
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);
   if (zoo::entropy_flags.gap) {
     const auto& g = zoo::entropy_gaps;
