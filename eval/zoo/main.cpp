@@ -505,13 +505,12 @@ int main(int argc, char** argv) try {
   int faulted = 0, fair_runs = 0, detected = 0, right = 0, located = 0, with_layer = 0, before_onset = 0;
   // Fair faulted runs that reached a warning or above from the onset on: a finding that waits
   // for a consequence counts as found (verdict.hpp); this says how many became warnings, and when.
-  int warned_fair = 0;
-  std::vector<double> steps_to_warning;
+  std::vector<double> steps_to_warning;  // one per fair faulted run that reached a warning
   // Fair faults first found by a claim that waited for its consequence (info), by the detector
   // that found them: how many became warnings, and the steps from the finding to the warning.
   struct gated_delay {
-    int found = 0, warned = 0;
-    std::vector<double> steps;
+    int found = 0;
+    std::vector<double> steps;  // one per run that reached a warning
   };
   std::map<std::string, gated_delay> gated;
   std::array<int, splits.size()> split_fair{}, split_detected{};  // fair faulted runs by zoo::split
@@ -558,17 +557,11 @@ int main(int argc, char** argv) try {
             tf += *v.top1;
           }
           if (v.detected) stf.push_back(static_cast<double>(v.steps_to_detect));
-          if (v.steps_to_warning >= 0) {
-            ++warned_fair;
-            steps_to_warning.push_back(static_cast<double>(v.steps_to_warning));
-          }
+          if (v.steps_to_warning >= 0) steps_to_warning.push_back(static_cast<double>(v.steps_to_warning));
           if (v.detected && v.steps_to_warning != v.steps_to_detect) {  // first found at info, waiting
             auto& g = gated[v.detector];
             ++g.found;
-            if (v.steps_to_warning >= 0) {
-              ++g.warned;
-              g.steps.push_back(static_cast<double>(v.steps_to_warning - v.steps_to_detect));
-            }
+            if (v.steps_to_warning >= 0) g.steps.push_back(static_cast<double>(v.steps_to_warning - v.steps_to_detect));
           }
         } else if (fi.fair) {
           unfair_runs.push_back(run + (v.detected ? ": found anyway" : ": not found"));
@@ -669,6 +662,7 @@ int main(int argc, char** argv) try {
               split_detected[9], split_fair[9], held10_recall, split_detected[10], split_fair[10], held11_recall,
               split_detected[11], split_fair[11], held12_recall, split_detected[12], split_fair[12], held13_recall,
               split_detected[13], split_fair[13], held14_recall, split_detected[14], split_fair[14], before_onset);
+  const int warned_fair = static_cast<int>(steps_to_warning.size());
   const double warned_recall = fair_runs ? static_cast<double>(warned_fair) / fair_runs : 0.0;
   const double med_warning = examples::median(steps_to_warning);
   std::printf("fair faulted runs with a warning or above from the onset on (not only a finding awaiting its consequence): "
@@ -680,7 +674,7 @@ int main(int argc, char** argv) try {
     for (const auto& [detector, g] : gated) {
       char delay[32] = "-";
       if (!g.steps.empty()) std::snprintf(delay, sizeof delay, "%.1f steps", examples::median(g.steps));
-      std::printf("  %-28s %3d found at info, %3d warned, median delay %s\n", detector.c_str(), g.found, g.warned, delay);
+      std::printf("  %-28s %3d found at info, %3d warned, median delay %s\n", detector.c_str(), g.found, static_cast<int>(g.steps.size()), delay);
     }
   }
   std::printf("wall time %.1f s with %d job(s)\n", wall, s.jobs);

@@ -46,7 +46,7 @@ inline constexpr detector_info configuration_checks{
     // and lr_sanity makes it a warning when the run's progress worsens (issue 38).
     add(question::convergence, symptoms::lr_absurdly_large, severity::info,
         {{"lr", *c.learning_rate}, {"max_lr", max_lr}});
-    out.back().why = "no consequence yet: lr_sanity watches the run; above the rates known to train";
+    out.back() = escalate(std::move(out.back()), {.note = "lr_sanity watches the run; above the rates known to train"});
   }
   if (c.classes > 0 && c.label_min && c.label_max &&
       (*c.label_min < 0 || *c.label_max >= static_cast<std::int64_t>(c.classes))) {
