@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -567,5 +568,61 @@ TEST_CASE("declarations: a loss with no lower bound") {
     CHECK_THROWS_WITH(mldiag::monitor({.task = {.loss_floor = std::numeric_limits<double>::infinity()}}),
                       doctest::Contains("mldiag::no_lower_bound"));
     CHECK_THROWS_WITH(mldiag::monitor({.task = {.loss_floor = std::nan("")}}), doctest::Contains("mldiag:"));
+  }
+}
+
+namespace {
+
+// Cosine annealing with warm restarts (SGDR) at steps 150, 300 and 450: the loss falls toward
+// 0.1, and each restart of the rate lifts it by up to 1.6 and lets it fall back, at 150 and 450
+// over five steps (a climb), at 300 by 1.0 at once on its third step, 7x below the 10x that
+// one observation needs to decide alone (round 14's restart to SGD 0.1
+// went 0.92, 1.04, 2.50, 2.21, 1.71, back to 1.0 in 8 steps). The
+// validation loss sits at 0.6 from step 100 on: a gap of 0.5, six times the training loss but
+// small beside the run's initial loss of 3.1. `declared` is the kind declared at each restart (none: nothing declared).
+delivered warm_restarts(mldiag::monitor& mon, std::optional<mldiag::change> declared) {
+  std::mt19937_64 rng(21);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  constexpr double climb[] = {0.2, 0.5, 0.9, 1.3, 1.6};
+  constexpr double jump[] = {0.0, 0.05, 1.0, 0.9, 0.8};
+  return mldiag_test::run_monitor(mon, 600, [&](int step, mldiag::monitor& m) {
+    const int since = step % 150;
+    if (declared && step >= 150 && since == 0) m.observe(mldiag::regime_change{*declared});
+    double level = 0.1 + 3.0 * std::exp(-step / 60.0);
+    const double* bump = step / 150 == 2 ? jump : climb;
+    if (step >= 150) level += since < 5 ? bump[since] : 1.6 * std::exp(-(since - 4) / 2.0) + 0.1 * std::exp(-since / 40.0);
+    m.observe(mldiag::scalar::loss, level * (1.0 + 0.03 * noise(rng)));
+    if (step >= 100 && step % 50 == 49) m.observe(mldiag::scalar::val_loss, 0.6 + 0.005 * noise(rng));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a schedule's restart (change::optimizer) keeps the task's scale and lets the new baseline form") {
+  SUBCASE("declared at each restart: nothing at warning or above") {
+    mldiag::monitor mon;
+    const auto d = warm_restarts(mon, mldiag::change::optimizer);
+    CHECK_MESSAGE(!any_warning(d), (d.all.empty() ? std::string() : d.all[0].symptom + " at " + std::to_string(d.all[0].first_step)));
+  }
+  SUBCASE("twin: not declared, a restart's rise is a loss spike") {
+    mldiag::monitor mon;
+    const auto d = warm_restarts(mon, std::nullopt);
+    const auto spikes = d.named(mldiag::symptoms::loss_spike);
+    REQUIRE(!spikes.empty());
+    CHECK(spikes[0].first_step >= 150);
+    CHECK(spikes[0].severity >= severity::warning);
+  }
+  SUBCASE("twin: declared as new data, the gap is measured against the new stage's own losses") {
+    // A new stage is a new task: its first losses (0.3-1.7) are the gap's scale, and 0.5 is
+    // far above a quarter of them.
+    mldiag::monitor mon;
+    const auto d = warm_restarts(mon, mldiag::change::data);
+    const auto gap = d.named(mldiag::symptoms::train_far_below_val);
+    REQUIRE(!gap.empty());
+    CHECK(gap[0].first_step >= 150);
+    // The restart's rise is no spike and no climb under either declaration: the new baseline
+    // forms from the change's own first losses.
+    CHECK(d.named(mldiag::symptoms::loss_spike).empty());
+    CHECK(d.named(mldiag::symptoms::sustained_loss_increase).empty());
   }
 }

@@ -24,6 +24,12 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 template <class D>
 concept evaluates = requires(D& d, const observation& o, std::vector<finding>& out) { d.observe_evaluation(o, out); };
 
+/// A detector that decides itself what a declared change means for it (`on_change(kind)`):
+/// a schedule's restart leaves the task's scale and the best loss reached as they were, a new
+/// data stage does not. Without it, a declared change puts the detector back as it was added.
+template <class D>
+concept answers_change = requires(D& d, mldiag::change k) { d.on_change(k); };
+
 class any_detector {
  public:
   template <detector D>
@@ -35,9 +41,10 @@ class any_detector {
   [[nodiscard]] std::size_t needs_losses() const { return self_->needs_losses(); }
   /// What its `about` declares (a detector without one: no traits).
   [[nodiscard]] detector_info::traits_t traits() const { return self_->traits(); }
-  /// Back to the state it was added in, configuration kept: a declared change restarts its
-  /// baselines. A detector that cannot be copied keeps its state.
-  void restart() { self_->restart(); }
+  /// A declared change of `kind`: the detector's own `on_change(kind)` where it has one,
+  /// otherwise back to the state it was added in, configuration kept. A detector that has
+  /// neither and cannot be copied keeps its state.
+  void restart(mldiag::change kind) { self_->restart(kind); }
 
  private:
   struct concept_t {
@@ -47,12 +54,12 @@ class any_detector {
     [[nodiscard]] virtual std::string_view name() const = 0;
     [[nodiscard]] virtual std::size_t needs_losses() const = 0;
     [[nodiscard]] virtual detector_info::traits_t traits() const = 0;
-    virtual void restart() = 0;
+    virtual void restart(mldiag::change kind) = 0;
   };
   template <class D>
   struct model final : concept_t {
     explicit model(D d) : detector(std::move(d)) {
-      if constexpr (std::is_copy_constructible_v<D> && std::is_copy_assignable_v<D>)
+      if constexpr (std::is_copy_constructible_v<D> && std::is_copy_assignable_v<D> && !answers_change<D>)
         if (traits().restarts_on_change) pristine = std::make_unique<D>(detector);
     }
     void observe(const observation& o, std::vector<finding>& out) override { detector.observe(o, out); }
@@ -65,8 +72,9 @@ class any_detector {
       if constexpr (requires { D::about.traits; }) return D::about.traits;
       else return {};
     }
-    void restart() override {
-      if constexpr (std::is_copy_assignable_v<D>)
+    void restart(mldiag::change kind) override {
+      if constexpr (answers_change<D>) detector.on_change(kind);
+      else if constexpr (std::is_copy_assignable_v<D>)
         if (pristine) detector = *pristine;
     }
     D detector;
@@ -104,7 +112,7 @@ class dynamic_set {
   void observe(const observation& o, std::vector<finding>& out) {
     if (o.now.change)
       for (auto& d : all_)
-        if (d.traits().restarts_on_change) d.restart();
+        if (d.traits().restarts_on_change) d.restart(*o.now.change);
     for (auto& d : all_) d.observe(o, out);
   }
   void observe_evaluation(const observation& o, std::vector<finding>& out) {

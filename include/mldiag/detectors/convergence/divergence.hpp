@@ -36,7 +36,8 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// losses at least `above_best` (4) times the lowest such mean of the run and `min_rise` above
 /// it (a warning; critical at `above_best_critical`, 10x), reported when it starts and once
 /// more when it turns critical, never once per step (gradients never zeroed took a LibTorch
-/// MNIST run from 2.3 to 84 with no finding after its first).
+/// MNIST run from 2.3 to 84 with no finding after its first). What a declared change
+/// restarts: `on_change`.
 class divergence {
  public:
   struct config {
@@ -60,6 +61,9 @@ class divergence {
     std::size_t best_window = 20;
     double above_best = 4.0;
     double above_best_critical = 10.0;
+    /// After a declared change, the climb is judged once this many losses before it form the
+    /// new baseline (a climb above one or two losses is a climb above chance).
+    std::size_t settle = 10;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -77,7 +81,8 @@ class divergence {
           field<config>{"bounded_loss", &config::bounded_loss},
           field<config>{"best_window", &config::best_window},
           field<config>{"above_best", &config::above_best},
-          field<config>{"above_best_critical", &config::above_best_critical}};
+          field<config>{"above_best_critical", &config::above_best_critical},
+          field<config>{"settle", &config::settle}};
     }
   };
   divergence() : divergence(config{}) {}
@@ -87,6 +92,16 @@ class divergence {
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving, symptoms::loss_far_above_best}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true, .consequence = "the climb itself, or the loss far above its best (the progress measure worsened); a lost loss value at once; the scale halving halvings times"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
+  /// A declared change (any kind) starts it again, and the climb's new baseline judges a climb
+  /// only once it holds `settle` losses: an SGDR restart's rise over the four losses after it
+  /// was a "sustained increase" against a baseline of one (round 14). The best loss restarts
+  /// too: a restart's rise is what the new regime is expected to do for a while.
+  void on_change(mldiag::change) {
+    const bool seen = seen_loss_;
+    *this = divergence(c_);
+    restarted_ = true;
+    seen_loss_ = seen;
+  }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (s.loss) seen_loss_ = true;
@@ -101,7 +116,7 @@ class divergence {
     if (s.loss && std::isfinite(*s.loss) && c_.loss_is_progress && c_.bounded_loss) {
       if (losses_.full()) baseline_.push(losses_[0]);  // what leaves the recent run joins the baseline
       losses_.push(*s.loss);
-      if (losses_.full() && !baseline_.empty()) {
+      if (losses_.full() && !baseline_.empty() && (!restarted_ || baseline_.size() >= c_.settle)) {
         const double base = baseline_.median();
         bool climbing = true;
         for (std::size_t i = 1; climbing && i < losses_.size(); ++i) {
@@ -169,6 +184,7 @@ class divergence {
   double best_ = std::numeric_limits<double>::infinity();
   severity above_reported_ = severity::info;
   bool above_active_ = false;
+  bool restarted_ = false;  // a declared change restarted the climb's baseline (on_change)
 };
 
 }  // namespace mldiag::detectors

@@ -48,7 +48,8 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// until the baseline holds `settle` losses, only the one-observation verdict decides and
 /// every other loss joins the baseline: the robust spread of two or three batch losses is
 /// chance (a batch-8 Gaussian NLL went 0.45, 0.49, 0.76, 0.78, 1.6x a median of two, and an
-/// AdamW warm-up 0.71, 0.68, 0.68, 1.16, 1.02; docs/accuracy.md#loss_spike). `method_rule()`
+/// AdamW warm-up 0.71, 0.68, 0.68, 1.16, 1.02; docs/accuracy.md#loss_spike). The same holds
+/// after a declared change (`on_change`), whatever the step number. `method_rule()`
 /// is the method's table rule alone: loss > 10x the moving average, on one observation.
 class loss_spike {
  public:
@@ -98,6 +99,14 @@ class loss_spike {
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
   static constexpr detector_info about{"loss_spike", question::early_anomaly, {symptoms::loss_spike}, "a loss that rises far above its robust running baseline", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "the spike held sustain observations (the progress measure worsened); one observation 10x above everything is critical at once"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
+  /// A declared change (any kind) opens a new baseline, formed by its first `settle` losses
+  /// whatever their size, as at training's start: a schedule's restart lifts the loss for a few
+  /// steps (an SGDR restart to SGD 0.1 went 0.92, 1.04, 2.50, 2.21, 1.71 and back to 1.0 within
+  /// 8 steps; judged against a median of three it was a critical spike, round 14).
+  void on_change(mldiag::change) {
+    *this = loss_spike(c_);
+    restarted_ = true;
+  }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
     if (!s.loss || !std::isfinite(*s.loss) || !c_.bounded_loss) return;
@@ -129,7 +138,7 @@ class loss_spike {
     // batch losses has no noise estimate (their MAD is chance); only the one-observation
     // verdict decides, and the loss joins it. An excerpt of a log that starts later is judged
     // on its first points (the BigScience logbook's 13B spike is its excerpt's third line).
-    if (baseline_.size() < c_.settle && s.step < static_cast<std::int64_t>(c_.settle) && !immediate) {
+    if (baseline_.size() < c_.settle && (s.step < static_cast<std::int64_t>(c_.settle) || restarted_) && !immediate) {
       baseline_.push(loss);
       run_ = 0;
       reported_ = false;
@@ -157,6 +166,7 @@ class loss_spike {
   std::int64_t run_start_ = -1;
   double peak_ = 0.0;
   bool reported_ = false;
+  bool restarted_ = false;  // a declared change opened the baseline (on_change)
 };
 
 }  // namespace mldiag::detectors
