@@ -58,7 +58,8 @@ inline constexpr std::size_t short_series_points = 30;
 // equal values are a constant loss (five would find it late in a five-epoch log); a loss whose
 // mean over two values is 3x the best such mean, and 0.25 above it, has jumped and not come back
 // (an epoch mean does not stray as a batch does); two gradient norms are the baseline a jump is
-// measured against. Whatever the task tells a detector still applies (monitor's constructor).
+// measured against, and a loss that answered a jump and is still up one value later has not
+// come back (one value is an epoch). Whatever the task tells a detector still applies (monitor's constructor).
 [[nodiscard]] inline monitor_config short_series_config(const mldiag::task& task) {
   const monitor defaults({.history = 64, .task = task});
   monitor_config c{.history = 64, .task = task};
@@ -67,7 +68,7 @@ inline constexpr std::size_t short_series_points = 30;
     const std::string name(set[d].name());
     if (name == "constant_loss") c.detectors.emplace_back(name, detectors::parameters{{"steps", 3}});
     else if (name == "divergence") c.detectors.emplace_back(name, detectors::parameters{{"best_window", 2}, {"above_best", 3.0}});
-    else if (name == "exploding_gradients") c.detectors.emplace_back(name, detectors::parameters{{"settle", 2}});
+    else if (name == "exploding_gradients") c.detectors.emplace_back(name, detectors::parameters{{"settle", 2}, {"come_back", 1}});
     else c.detectors.emplace_back(name);
   }
   return c;

@@ -31,6 +31,7 @@ inline constexpr symptom exploding_gradients{"exploding gradients"};
 inline constexpr symptom grad_norm_grew_loss_fell{"gradient norm grew while the loss fell"};
 inline constexpr symptom grad_norm_jumped_unanswered{"gradient norm jumped; the loss has not answered yet"};
 inline constexpr symptom first_steps_overshot{"first steps overshot: gradient norm and loss jumped, then recovered"};
+inline constexpr symptom grad_norm_jump_recovered{"gradient norm jumped with the loss; the loss came back"};
 inline constexpr symptom gradients_persist{"gradients persist across steps"};
 inline constexpr symptom gradients_nearly_identical{"gradients nearly identical step to step (full-batch training?)"};
 inline constexpr symptom missing_loss_value{"missing loss value"};
@@ -96,6 +97,7 @@ inline constexpr std::array all{
     grad_norm_grew_loss_fell,
     grad_norm_jumped_unanswered,
     first_steps_overshot,
+    grad_norm_jump_recovered,
     gradients_persist,
     gradients_nearly_identical,
     missing_loss_value,

@@ -107,7 +107,10 @@ TEST_CASE("persistent_gradients finds gradients never zeroed as Q1 within 51 ste
     const auto o = simulate(regime::never_zeroed, 200, seed);
     const auto* f = o.first("gradients persist across steps");
     REQUIRE(f != nullptr);
-    CHECK(f->severity == severity::warning);
+    // Found at once, as a claim awaiting its consequence: this simulated loss goes on falling
+    // (the next test case's twin makes it climb, and the claim a warning).
+    CHECK(f->severity == severity::info);
+    CHECK(f->awaits_consequence);
     CHECK(f->question == mldiag::question::convergence);
     CHECK(f->detector == "persistent_gradients");
     CHECK(f->last_step <= 51);  // window 20 + sustain 30 after the first increments (step 2)
@@ -147,4 +150,30 @@ TEST_CASE("persistent_gradients: bad parameters are refused with an mldiag: mess
                        mldiag::error);
   CHECK_THROWS_WITH_AS(mldiag::detectors::make_detector("persistent_gradients", {{"windw", 3.0}}),
                        doctest::Contains("min_loss_rises"), mldiag::error);
+}
+
+TEST_CASE("persistent gradients wait for their consequence: a warning only when the loss worsens") {
+  // Consecutive gradients that agree (cosine 0.95, increments at 0.1) while the loss moves up
+  // on a third of the steps: the signature of gradients never zeroed, and of a healthy CTC
+  // network's first 50 steps under Adam (round 12). It is info awaiting its consequence; the
+  // monitor makes it a warning when the loss's mean rises 10% above its best (harm_watch).
+  const auto run_with = [](bool loss_worsens) {
+    mldiag::monitor mon;
+    return mldiag_test::run_monitor(mon, 200, [&](int step, mldiag::monitor& m) {
+      m.observe(mldiag::gradient_cosines{0.95, 0.1});
+      const double trend = loss_worsens && step >= 120 ? 1.0 + 0.02 * (step - 120) : 1.0 - 0.001 * step;
+      m.observe(mldiag::scalar::loss, trend * (step % 3 == 0 ? 1.02 : 1.0));
+    });
+  };
+  const auto quiet = run_with(false);
+  const auto persist = quiet.named(mldiag::symptoms::gradients_persist.text);
+  REQUIRE(persist.size() == 1);
+  CHECK(persist[0].severity == mldiag::severity::info);
+  CHECK(persist[0].awaits_consequence);
+  CHECK(quiet.at_least(mldiag::severity::warning).empty());
+  // Twin: the loss climbs from step 120: the same claim, escalated with the harm in its reason.
+  const auto harmed = run_with(true).named(mldiag::symptoms::gradients_persist.text);
+  REQUIRE(harmed.size() == 2);
+  CHECK(harmed[1].severity == mldiag::severity::warning);
+  CHECK(harmed[1].why.find("consequence observed") != std::string::npos);
 }

@@ -25,13 +25,18 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// network leaving its initial plateau grows its gradient norm 10-90x as its loss halves,
 /// docs/accuracy.md):
 /// - a **jump**: the norm at `warn_ratio` (10) times the median of the last `window` (100)
-///   norms before the jump, critical from `critical_ratio` (100) — once the loss has answered:
-///   where a loss is recorded, size alone decides nothing. A finding when the
-///   loss is non-finite or above (1 + `loss_rise`) times its recent median, when no loss is
-///   recorded at all, or when the norm stays up for `sustain` (10) steps without the loss
-///   falling by `rebase_improvement` (10%). If the loss does fall that much meanwhile, the jump
-///   was a new regime: info, and the baseline restarts from the recent norms. Until one of these
-///   decides, the jump is info, once. Findings of one jump carry its first step. Two
+///   norms before the jump, critical from `critical_ratio` (100) — once the loss has answered
+///   and not come back: where a loss is recorded, size alone decides nothing. A finding when
+///   the loss is non-finite, when no loss is recorded at all, when the norm stays up for
+///   `sustain` (10) steps without the loss falling by `rebase_improvement` (10%), when the loss
+///   answered decisively (below), or when it answered marginally (above (1 + `loss_rise`) times
+///   its recent median on `loss_up_steps` jump steps) and is not back within `loss_rise` of its
+///   median before the jump (the median of the last three losses since) within `come_back` (10)
+///   steps, or goes on up to a decisive level; back in time, it is info, "the loss came back"
+///   (issue 38: harm is what lasts). After one jump whose loss did not come back, the next
+///   marginal answer decides at once. If the loss falls that much meanwhile, the jump was a new regime: info, and the
+///   baseline restarts from the recent norms. Until one of these decides, the jump is info,
+///   once. Findings of one jump carry its first step. Two
 ///   corroborations keep one hard batch from counting (near-zero losses on small tables, a
 ///   network at the edge of stability; docs/accuracy.md#exploding_gradients): the jump must
 ///   leave the baseline's own step-to-step
@@ -69,7 +74,7 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// every weight by about the learning rate (losses 2.3 -> 23-40 at step 1 with norms
 /// 30-380x, back in 4-8 steps, and the runs train; docs/accuracy.md#exploding_gradients) —
 /// and not back
-/// within `sustain` steps, or non-finite, is the jump's verdict from its first step, after
+/// within `come_back` steps, or non-finite, is the jump's verdict from its first step, after
 /// which decisive evidence decides at once. A jump without decisive evidence joins the
 /// baseline. A new regime's baseline forms again from the
 /// jump's own norms (a SimCLR encoder leaving its collapsed start grows its norm 1000x in 8
@@ -110,6 +115,8 @@ class exploding_gradients {
     double progress_min = 1e-3;
     std::size_t settle = 5;
     double clip_norm = 0.0;
+    /// Steps a jump the loss answered waits for the loss to come back (first_steps).
+    std::size_t come_back = 10;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -130,7 +137,8 @@ class exploding_gradients {
           field<config>{"progress_z", &config::progress_z},
           field<config>{"progress_min", &config::progress_min},
           field<config>{"settle", &config::settle},
-          field<config>{"clip_norm", &config::clip_norm}};
+          field<config>{"clip_norm", &config::clip_norm},
+          field<config>{"come_back", &config::come_back}};
     }
   };
   exploding_gradients() : exploding_gradients(config{}) {}
@@ -145,7 +153,7 @@ class exploding_gradients {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::first_steps_overshot, symptoms::exploding_gradients}, "a gradient norm that jumps or grows far above its baseline, judged with the loss", {.restarts_on_change = true, .consequence = "the loss rising with the norm, or the norm staying up sustain steps without progress; a jump while the loss falls is info"}};
+  static constexpr detector_info about{"exploding_gradients", question::convergence, {symptoms::grad_norm_grew_loss_fell, symptoms::grad_norm_jumped_unanswered, symptoms::first_steps_overshot, symptoms::grad_norm_jump_recovered, symptoms::exploding_gradients}, "a gradient norm that jumps or grows far above its baseline, judged with the loss", {.restarts_on_change = true, .consequence = "the loss rising with the norm and not back within come_back steps (decisively at once), or the norm staying up sustain steps without progress; a jump while the loss falls is info"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -206,19 +214,26 @@ class exploding_gradients {
       // There, a decisive jump in training's first `settle` steps (step numbers: a log excerpt
       // that starts later is not a start) waits for the loss to answer (first_steps), unless
       // one already went unanswered.
-      if (!settled && jump_start_ < static_cast<std::int64_t>(c_.settle) && seen_loss_ && !loss_bad && !unrecovered_ &&
-          (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))) {
+      const bool first = !settled && jump_start_ < static_cast<std::int64_t>(c_.settle);
+      // A jump the loss answered only marginally (up by `loss_rise` and 3 MADs on
+      // `loss_up_steps` jump steps, not decisively) waits, at any step, for the loss to come
+      // back (first_steps): a rise that is gone within `come_back` steps harmed nothing (a CTC
+      // network at SGD 0.2, batch 8: 11x for two steps, the loss up on both, and back; round
+      // 12), one that stays is the explosion's verdict. A decisive answer is harm at once.
+      const bool marginal = settled && loss_up_run_ >= c_.loss_up_steps && !loss_decisive;
+      if (seen_loss_ && !loss_bad && !unrecovered_ &&
+          (marginal || (first && (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))))) {
         pending_ = true;
         pending_steps_ = 0;
         pending_peak_ = ratio;
+        pending_clipped_ = clipped;
         after_.clear();
         return;
       }
       // Size alone decides nothing where the loss is recorded (issue 38: severity is earned by
       // consequences): a flow's coupling layer jumping 139x for one step, the loss not answering,
       // is a hard batch; critical_ratio grades a jump the loss did answer.
-      const bool decided = !seen_loss_ || loss_bad || loss_decisive ||
-                           (settled && loss_up_run_ >= c_.loss_up_steps) ||
+      const bool decided = !seen_loss_ || loss_bad || loss_decisive || (unrecovered_ && marginal) ||
                            (settled && jump_steps_ >= c_.sustain && !fell);
       if (decided) {
         finding f = make(o, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
@@ -267,20 +282,25 @@ class exploding_gradients {
   }
 
  private:
-  /// A decisive jump while the baseline was forming (from `jump_start_`, against the loss
-  /// median before it, `jump_ref_loss_`), one step later and on: the loss answers by coming back (the median of the losses since the jump, two at least, within `loss_rise`
-  /// of the median before it): info, and the norm joins the baseline; or by not coming back
-  /// within `sustain` steps, or going non-finite: the jump's verdict, from its first step.
+  /// A jump the loss answered marginally, or decisively in training's first steps (from
+  /// `jump_start_`, against the loss median before it,
+  /// `jump_ref_loss_`), one step later and on: the loss comes back (the median of the losses
+  /// since, two at least, within `loss_rise` of the median before): info, and the norm joins
+  /// the baseline; or it does not come back within `come_back` steps, goes non-finite, or (outside
+  /// training's first steps) goes on up to a decisive level: the jump's verdict, from its first step.
   void first_steps(const observation& o, double norm, double median, double ratio, bool loss_bad,
                    std::vector<finding>& out) {
     ++pending_steps_;
     pending_peak_ = std::max(pending_peak_, ratio);
     const double after = after_.median();
-    if (!loss_bad && after_.size() >= 2 && after <= (1.0 + c_.loss_rise) * jump_ref_loss_) {
+    // Two losses since at least, or `come_back` where that is fewer (a short series' epochs).
+    const std::size_t needed = std::min<std::size_t>(2, std::max<std::size_t>(c_.come_back, 1));
+    if (!loss_bad && after_.size() >= needed && after <= (1.0 + c_.loss_rise) * jump_ref_loss_) {
       finding f = make(o, {{"peak_ratio_to_median", pending_peak_}, {"baseline_median", median},
                            {"loss_before", jump_ref_loss_}, {"loss_after", after},
                            {"steps_to_recover", static_cast<double>(pending_steps_)}});
-      f.symptom = symptoms::first_steps_overshot;
+      f.symptom = jump_start_ < static_cast<std::int64_t>(c_.settle) ? symptoms::first_steps_overshot
+                                                                      : symptoms::grad_norm_jump_recovered;
       f.first_step = jump_start_;
       out.push_back(escalate(std::move(f), {.expected = true, .note = "the loss came back within its noise"}));
       pending_ = false;
@@ -288,13 +308,23 @@ class exploding_gradients {
       push_baseline(norm);
       return;
     }
-    if (!loss_bad && pending_steps_ < c_.sustain) return;
+    // Outside training's first steps, a loss that went on up with the norm, its last two or
+    // three since the jump at `decisive_factor` (1.5) times its level before and `decisive_rise`
+    // above it, is harm already (BLOOM-176B's 2.2 -> 4.4 as its norm went 0.24 -> 145); there,
+    // Adagrad's and RMSprop's overshoots of 10-400x come back, and wait their `come_back` steps.
+    const bool first = jump_start_ < static_cast<std::int64_t>(c_.settle);
+    const bool worse = !first && after_.size() >= 2 && after >= c_.decisive_factor * jump_ref_loss_ &&
+                       after - jump_ref_loss_ >= c_.decisive_rise;
+    if (!loss_bad && !worse && pending_steps_ < c_.come_back) return;
     finding f = make(o, {{"grad_norm", norm}, {"baseline_median", median}, {"ratio_to_median", ratio},
                          {"peak_ratio_to_median", pending_peak_}, {"loss_before", jump_ref_loss_},
                          {"loss_after", after_.empty() ? std::numeric_limits<double>::quiet_NaN() : after},
                          {"steps_up", static_cast<double>(pending_steps_)}});
     f.first_step = jump_start_;
-    out.push_back(escalate(std::move(f), {.harm = true, .magnitude = pending_peak_, .critical_at = c_.critical_ratio,
+    // A clipped jump is graded by what the optimizer applied (the bound over the median).
+    const double applied = pending_clipped_ && median > 0.0 ? std::min(pending_peak_, c_.clip_norm / median) : pending_peak_;
+    if (pending_clipped_) f.evidence.emplace_back("clip_norm", c_.clip_norm);
+    out.push_back(escalate(std::move(f), {.harm = true, .magnitude = applied, .critical_at = c_.critical_ratio,
                                           .note = "the loss did not come back"}));
     pending_ = false;
     jump_start_ = -1;
@@ -368,7 +398,7 @@ class exploding_gradients {
   double jump_loss_ = std::numeric_limits<double>::quiet_NaN();
   double jump_ref_loss_ = std::numeric_limits<double>::quiet_NaN();
   // A forming baseline's decisive jump awaiting the loss's answer (first_steps).
-  bool pending_ = false, unrecovered_ = false;
+  bool pending_ = false, unrecovered_ = false, pending_clipped_ = false;
   std::size_t pending_steps_ = 0;
   double pending_peak_ = 0.0;
   bool seen_loss_ = false;
