@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// mldiag-zoo: a zoo of healthy training programs (forty-seven families, varied optimizers, schedules,
+// mldiag-zoo: a zoo of healthy training programs (fifty families, varied optimizers, schedules,
 // learning rates, batch sizes, accumulation, seeds, short and long runs) and a zoo of planted
 // faults, every run under a default mldiag monitor wired the README's way. It reports the
 // detectors' false alarms on the healthy runs (split calibration / held-out / held-out round 2
 // / held-out round 3 / held-out round 4 / held-out round 5 / held-out round 6 / held-out round 7 / held-out
-// round 8 / held-out round 9 / held-out round 10 / held-out round 11 / held-out round 12 / held-out round 13 / held-out round 14 families), and recall, question, localization and delay on the faults (issue 15).
+// round 8 / held-out round 9 / held-out round 10 / held-out round 11 / held-out round 12 / held-out round 13 / held-out round 14 / held-out round 15 families), and recall, question, localization and delay on the faults (issue 15).
 // `--losses-only` reports how the runs trained and nothing of what was found; `--curves` trains them with no
 // monitor at all and prints their loss, progress metric and validation loss along the way.
 #include "../../examples/common/faults.hpp"
@@ -60,11 +60,12 @@ std::string family_names(std::optional<zoo::split> only = std::nullopt) {
   return out;
 }
 
-constexpr std::array<zoo::split, 15> splits = {zoo::split::calibration, zoo::split::heldout,   zoo::split::heldout2,
+constexpr std::array<zoo::split, 16> splits = {zoo::split::calibration, zoo::split::heldout,   zoo::split::heldout2,
                                                zoo::split::heldout3,    zoo::split::heldout4,  zoo::split::heldout5,
                                                zoo::split::heldout6,    zoo::split::heldout7,  zoo::split::heldout8,
                                                zoo::split::heldout9,    zoo::split::heldout10, zoo::split::heldout11,
-                                               zoo::split::heldout12,   zoo::split::heldout13, zoo::split::heldout14};
+                                               zoo::split::heldout12,   zoo::split::heldout13, zoo::split::heldout14,
+                                               zoo::split::heldout15};
 constexpr std::size_t index(zoo::split s) {
   return static_cast<std::size_t>(s);
 }
@@ -102,6 +103,8 @@ constexpr const char* short_name(zoo::split s) {
       return "held13";
     case zoo::split::heldout14:
       return "held14";
+    case zoo::split::heldout15:
+      return "held15";
   }
   return "?";
 }
@@ -321,7 +324,8 @@ int main(int argc, char** argv) try {
               "families: %s; held-out round 4 families: %s; held-out round 5 families: %s; held-out round 6 "
               "families: %s; held-out round 7 families: %s; held-out round 8 families: %s; held-out round 9 "
               "families: %s; held-out round 10 families: %s; held-out round 11 families: %s; held-out round 12 "
-              "families: %s; held-out round 13 families: %s; held-out round 14 families: %s\n",
+              "families: %s; held-out round 13 families: %s; held-out round 14 families: %s; held-out round 15 "
+              "families: %s\n",
               family_names(zoo::split::calibration).c_str(), family_names(zoo::split::heldout).c_str(),
               family_names(zoo::split::heldout2).c_str(), family_names(zoo::split::heldout3).c_str(),
               family_names(zoo::split::heldout4).c_str(), family_names(zoo::split::heldout5).c_str(),
@@ -329,7 +333,7 @@ int main(int argc, char** argv) try {
               family_names(zoo::split::heldout8).c_str(), family_names(zoo::split::heldout9).c_str(),
               family_names(zoo::split::heldout10).c_str(), family_names(zoo::split::heldout11).c_str(),
               family_names(zoo::split::heldout12).c_str(), family_names(zoo::split::heldout13).c_str(),
-              family_names(zoo::split::heldout14).c_str());
+              family_names(zoo::split::heldout14).c_str(), family_names(zoo::split::heldout15).c_str());
   std::printf("%zu runs, %d at a time\n", specs.size(), s.jobs);
   std::fflush(stdout);
 
@@ -485,16 +489,16 @@ int main(int argc, char** argv) try {
                 first.empty() ? "-" : first.c_str());
   }
   std::printf("\nFALSE ALARMS BY DETECTOR (healthy runs in which it raised a finding at warning or above)\n");
-  std::printf("%-28s %12s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "detector", "calibration", "held-out",
+  std::printf("%-28s %12s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "detector", "calibration", "held-out",
               "round 2", "round 3", "round 4", "round 5", "round 6", "round 7", "round 8", "round 9", "round 10",
-              "round 11", "round 12", "round 13", "round 14");
+              "round 11", "round 12", "round 13", "round 14", "round 15");
   for (const auto& [d, c] : by_detector)
     std::printf("%-28s %5d/%-6d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d "
-                "%4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n",
+                "%4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d %4d/%-4d\n",
                 d.c_str(), c[0], split_runs[0], c[1], split_runs[1], c[2], split_runs[2], c[3], split_runs[3], c[4],
                 split_runs[4], c[5], split_runs[5], c[6], split_runs[6], c[7], split_runs[7], c[8], split_runs[8], c[9],
                 split_runs[9], c[10], split_runs[10], c[11], split_runs[11], c[12], split_runs[12], c[13],
-                split_runs[13], c[14], split_runs[14]);
+                split_runs[13], c[14], split_runs[14], c[15], split_runs[15]);
   if (by_detector.empty()) std::printf("(none)\n");
   for (const auto& t : not_trained) std::printf("mldiag: zoo bug: a healthy run did not train: %s\n", t.c_str());
 
@@ -637,22 +641,25 @@ int main(int argc, char** argv) try {
   const double held12_recall = split_recall[index(zoo::split::heldout12)];
   const double held13_recall = split_recall[index(zoo::split::heldout13)];
   const double held14_recall = split_recall[index(zoo::split::heldout14)];
+  const double held15_recall = split_recall[index(zoo::split::heldout15)];
   std::printf("\nhealthy runs %d, with a finding at warning or above: %d (calibration %d/%d, held-out %d/%d, held-out round 2 "
               "%d/%d, held-out round 3 %d/%d, held-out round 4 %d/%d, held-out round 5 %d/%d, held-out round 6 %d/%d, "
               "held-out round 7 %d/%d, held-out round 8 %d/%d, held-out round 9 %d/%d, held-out round 10 %d/%d, "
-              "held-out round 11 %d/%d, held-out round 12 %d/%d, held-out round 13 %d/%d, held-out round 14 %d/%d)\n",
+              "held-out round 11 %d/%d, held-out round 12 %d/%d, held-out round 13 %d/%d, held-out round 14 %d/%d, "
+              "held-out round 15 %d/%d)\n",
               healthy, healthy_alarmed, split_alarmed[0], split_runs[0], split_alarmed[1], split_runs[1], split_alarmed[2],
               split_runs[2], split_alarmed[3], split_runs[3], split_alarmed[4], split_runs[4], split_alarmed[5],
               split_runs[5], split_alarmed[6], split_runs[6], split_alarmed[7], split_runs[7], split_alarmed[8],
               split_runs[8], split_alarmed[9], split_runs[9], split_alarmed[10], split_runs[10], split_alarmed[11],
               split_runs[11], split_alarmed[12], split_runs[12], split_alarmed[13], split_runs[13], split_alarmed[14],
-              split_runs[14]);
+              split_runs[14], split_alarmed[15], split_runs[15]);
   std::printf("fair faulted runs %d of %d: recall %.3f, right question %.3f, top-1 localization %.3f (%d/%d), median steps "
               "to detect %.1f, recall by split: calibration %.3f (%d/%d), held-out %.3f (%d/%d), held-out round 2 %.3f "
               "(%d/%d), held-out round 3 %.3f (%d/%d), held-out round 4 %.3f (%d/%d), held-out round 5 %.3f (%d/%d), "
               "held-out round 6 %.3f (%d/%d), held-out round 7 %.3f (%d/%d), held-out round 8 %.3f (%d/%d), "
               "held-out round 9 %.3f (%d/%d), held-out round 10 %.3f (%d/%d), held-out round 11 %.3f (%d/%d), "
-              "held-out round 12 %.3f (%d/%d), held-out round 13 %.3f (%d/%d), held-out round 14 %.3f (%d/%d); findings "
+              "held-out round 12 %.3f (%d/%d), held-out round 13 %.3f (%d/%d), held-out round 14 %.3f (%d/%d), "
+              "held-out round 15 %.3f (%d/%d); findings "
               "before the onset in faulted runs: %d\n",
               fair_runs, faulted, recall, right_q, top1, located, with_layer, med, split_recall[0], split_detected[0],
               split_fair[0], held_recall, split_detected[1], split_fair[1], held2_recall, split_detected[2], split_fair[2],
@@ -661,7 +668,8 @@ int main(int argc, char** argv) try {
               split_detected[7], split_fair[7], held8_recall, split_detected[8], split_fair[8], held9_recall,
               split_detected[9], split_fair[9], held10_recall, split_detected[10], split_fair[10], held11_recall,
               split_detected[11], split_fair[11], held12_recall, split_detected[12], split_fair[12], held13_recall,
-              split_detected[13], split_fair[13], held14_recall, split_detected[14], split_fair[14], before_onset);
+              split_detected[13], split_fair[13], held14_recall, split_detected[14], split_fair[14], held15_recall,
+              split_detected[15], split_fair[15], before_onset);
   const int warned_fair = static_cast<int>(steps_to_warning.size());
   const double warned_recall = fair_runs ? static_cast<double>(warned_fair) / fair_runs : 0.0;
   const double med_warning = examples::median(steps_to_warning);
@@ -705,22 +713,23 @@ int main(int argc, char** argv) try {
               "\"heldout12_healthy_runs\":%d,\"heldout12_healthy_false_alarms\":%d,"
               "\"heldout13_healthy_runs\":%d,\"heldout13_healthy_false_alarms\":%d,"
               "\"heldout14_healthy_runs\":%d,\"heldout14_healthy_false_alarms\":%d,"
+              "\"heldout15_healthy_runs\":%d,\"heldout15_healthy_false_alarms\":%d,"
               "\"faulted_runs\":%d,\"fair_faulted_runs\":%d,\"recall\":%.4f,"
               "\"right_question\":%.4f,\"localization_top1\":%.4f,\"median_steps_to_detect\":%.1f,\"heldout_recall\":%.4f,"
               "\"heldout2_recall\":%.4f,\"heldout3_recall\":%.4f,\"heldout4_recall\":%.4f,\"heldout5_recall\":%.4f,"
               "\"heldout6_recall\":%.4f,\"heldout7_recall\":%.4f,\"heldout8_recall\":%.4f,\"heldout9_recall\":%.4f,"
               "\"heldout10_recall\":%.4f,\"heldout11_recall\":%.4f,\"heldout12_recall\":%.4f,\"heldout13_recall\":%.4f,"
-              "\"heldout14_recall\":%.4f,\"warned_recall\":%.4f,\"median_steps_to_warning\":%.1f,%s}\n",
+              "\"heldout14_recall\":%.4f,\"heldout15_recall\":%.4f,\"warned_recall\":%.4f,\"median_steps_to_warning\":%.1f,%s}\n",
               s.quick ? "true" : "false", cpu_json.c_str(), hw_threads, static_cast<int>(zoo::families.size()),
               healthy, healthy_alarmed, split_runs[0], split_alarmed[0], split_runs[1], split_alarmed[1], split_runs[2],
               split_alarmed[2], split_runs[3], split_alarmed[3], split_runs[4], split_alarmed[4], split_runs[5],
               split_alarmed[5], split_runs[6], split_alarmed[6], split_runs[7], split_alarmed[7], split_runs[8],
               split_alarmed[8], split_runs[9], split_alarmed[9], split_runs[10], split_alarmed[10], split_runs[11],
               split_alarmed[11], split_runs[12], split_alarmed[12], split_runs[13], split_alarmed[13], split_runs[14],
-              split_alarmed[14], faulted, fair_runs,
+              split_alarmed[14], split_runs[15], split_alarmed[15], faulted, fair_runs,
               recall, right_q, top1, med, held_recall, held2_recall, held3_recall, held4_recall, held5_recall,
               held6_recall, held7_recall, held8_recall, held9_recall, held10_recall, held11_recall, held12_recall,
-              held13_recall, held14_recall, warned_recall, med_warning, first_contact_json().c_str());
+              held13_recall, held14_recall, held15_recall, warned_recall, med_warning, first_contact_json().c_str());
   std::fflush(stdout);
   if (!s.check) return 0;
   const bool met = healthy_alarmed == 0 && recall >= 0.95 && right_q >= 0.9 && (with_layer == 0 || top1 >= 0.9) &&

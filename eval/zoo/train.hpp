@@ -8,6 +8,7 @@
 #include "data.hpp"
 #include "families.hpp"
 #include "families_adversarial_policy_recsys_graph.hpp"
+#include "families_deep_sets_mixture_density_mean_teacher.hpp"
 #include "families_diffusion_flow_multilabel.hpp"
 #include "families_gru_seq_regression_dwsep.hpp"
 #include "families_hetero_nll_pruned_qat.hpp"
@@ -222,6 +223,9 @@ struct setup {
   /// over the batch's embeddings, focal's focal loss); `classes` stays the labels' count (the
   /// modulus of labels_off_by_one).
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> label_loss;
+  /// `label_loss` plants wrong_loss_mse_on_logits itself (round 15's mean_teacher: its
+  /// supervised term reads only the batch's labelled rows, the consistency term every row).
+  bool label_loss_plants_mse = false;
   /// Whether the monitor is told `classes`, which monitor_config documents as a
   /// cross-entropy task's: not where the loss is another (focal) or the output is no class
   /// logits (triplet's embeddings).
@@ -1512,6 +1516,129 @@ inline setup build(const run_spec& s, const data& d) {
       };
     }
     u.observe_group_lrs = true;
+  } else if (s.family == "deep_sets") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<majority|max><n>-<sumpool|meanpool>-phi<widths>-rho<widths>: DeepSets
+    // (see deep_sets_net, set_tasks): each batch `batch` sets of n images drawn afresh from the
+    // training rows (the loop's `draw`, its own generator), each set labelled by the answer to
+    // its question (the class most of its images show; its largest class), a cross-entropy
+    // over the ten answers, told the classes, 10; phi on every element, their features summed
+    // or averaged, rho and the head on the pooled vector. Validation: the same loss on 512
+    // fixed sets of validation images. same_batch trains on the first step's sets again;
+    // inputs_not_normalized scales their images (x255, one loader); labels_off_by_one reads
+    // each set's answer one off, (y + 1) mod 10.
+    const auto first = s.variant.find('-') + 1;
+    const auto token = s.variant.substr(first, s.variant.find('-', first) - first);
+    const auto digit_at = token.find_first_of("0123456789");
+    const auto q = token.substr(0, digit_at) == "majority" ? set_question::majority : set_question::max;
+    auto tasks = std::make_shared<set_tasks>(u.tab, std::stoll(token.substr(digit_at)), q);
+    const auto classes = set_tasks::classes();
+    u.model = std::make_shared<deep_sets_net>(in, widths_after(s.variant, "-phi"), widths_after(s.variant, "-rho"),
+                                              s.variant.find("-meanpool") != std::string::npos, classes);
+    u.classes = classes;
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 7919 + 13));
+    u.draw = [tasks, gen](std::int64_t, std::int64_t b) { return tasks->draw(b, false, *gen); };
+    torch::Generator vg = at::detail::createCPUGenerator(424242);
+    const auto val = tasks->draw(512, true, vg);
+    const bool mse = s.planted == fault::wrong_loss_mse_on_logits;
+    u.validate = [val, mse, classes](net& model, double scale) {
+      taps vt;
+      const auto out = model.forward(val.first * scale, vt);
+      return (mse ? torch::mse_loss(out, torch::one_hot(val.second, classes).to(torch::kFloat))
+                  : torch::nn::functional::cross_entropy(out, val.second))
+          .item<double>();
+    };
+    u.observe_group_lrs = true;
+  } else if (s.family == "mixture_density") {
+    // <diabetes|fashion-tophalf>-mlp<widths>-k<K>[-clamp]: a mixture density network (see
+    // mdn_net, mixture_nll) of K Gaussian components over a standardized target: the diabetes
+    // table's disease progression from its ten measurements (micro-batches of its 353 training
+    // rows, validation its 89 others), or Fashion-MNIST's bottom half's ink from its top half's
+    // pixels (fashion_bottom_ink: 60000 training images, validation the first 512 of the
+    // validation images'). The loss the mixture's negative log-likelihood, in nats per row (no
+    // classes, no chance level, no floor to tell: a density's log goes below 0, and an
+    // uninformed mixture's value depends on its initialization); `-clamp`: the log sigmas
+    // clamped to [-2, 2]. inputs_not_normalized: the diabetes features as the file has them,
+    // the target standardized, as in the regression family. frozen_layer leaves `sigma_head`
+    // out of the optimizer: the widths stay at their initialization while the weights and the
+    // means train.
+    u.raw_inputs = s.planted == fault::inputs_not_normalized;
+    if (fashion) {
+      if (!need_table()) return u;
+      auto own = std::make_shared<table>(fashion_bottom_ink(*u.tab));
+      u.own_table = own;
+      u.tab = own.get();
+      u.raw_inputs = false;  // images: x255 in the loop
+    } else if (!d.diabetes) {
+      u.why_not = "third_party/data/diabetes_data.csv or diabetes_target.csv is missing (scripts/fetch-digits.sh)";
+      return u;
+    } else {
+      u.tab = u.raw_inputs ? &d.diabetes->raw : &d.diabetes->z;
+    }
+    const auto k = widths_after(s.variant, "-k").front();
+    const bool clamp = s.variant.find("-clamp") != std::string::npos;
+    u.model = std::make_shared<mdn_net>(u.tab->x_train.size(1), widths_after(s.variant, "-mlp"), k);
+    u.classes = 0;
+    u.regression = true;
+    u.regression_loss = [k, clamp](const torch::Tensor& out, const torch::Tensor& y) {
+      return mixture_nll(out, y, k, clamp);
+    };
+    u.frozen_layer = "sigma_head";
+    u.observe_group_lrs = true;
+  } else if (s.family == "mean_teacher") {
+    if (!need_table()) return u;
+    // <digits|fashion>-<mlp<widths>|cnn<c1>x<c2>-fc64>-labels<per class>: the mean teacher (see
+    // mean_teacher, semi_supervised_pool): `labels` labelled training images a class, the rest
+    // unlabelled; each batch a quarter labelled images, then unlabelled ones (the loop's `draw`,
+    // its own generator); the student reads the batch with Gaussian noise of 0.15 added (`mix`,
+    // after the loader and the input scale), the teacher its own noised view of it; the loss the
+    // student's cross-entropy on the labelled rows plus the consistency, its weight ramped up to
+    // 10 over the first 30% of the steps; after each optimizer step the teacher an exponential
+    // moving average of the student at 0.99 (after_update). Told the classes, 10: the loss's
+    // first value is the labelled rows' cross-entropy, about ln 10, the consistency's weight
+    // being near 0 at the start. Validation: the student's cross-entropy on the first 512
+    // validation images (labelled held-out data), as the paper reports the student beside the
+    // teacher. wrong_loss_mse_on_logits replaces the supervised term (label_loss_plants_mse),
+    // validation reading the same. frozen_layer leaves the student's first layer (`fc1`, the
+    // CNN's `fc`) out of the optimizer; the teacher averages it, unchanged, as it is.
+    const bool conv = s.variant.find("-cnn") != std::string::npos;
+    const auto widths = widths_after(s.variant, conv ? "-cnn" : "-mlp");
+    auto student = std::make_shared<teacher_student_net>(u.tab->side, conv, widths);
+    auto mt = std::make_shared<mean_teacher>();
+    mt->teacher = std::make_shared<teacher_student_net>(u.tab->side, conv, widths);
+    mt->student = student.get();
+    mt->ramp = std::max<std::int64_t>(1, s.steps * 3 / 10);
+    mt->mse_on_logits = s.planted == fault::wrong_loss_mse_on_logits;
+    mt->gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 7919 + 31));
+    u.model = student;
+    u.classes = 10;
+    auto pool = std::make_shared<semi_supervised_pool>(u.tab, widths_after(s.variant, "-labels").front());
+    auto gen = std::make_shared<torch::Generator>(at::detail::createCPUGenerator(s.seed * 7919 + 13));
+    u.draw = [pool, gen](std::int64_t, std::int64_t b) { return pool->draw(b, *gen); };
+    u.mix = [mt](const torch::Tensor& x, const torch::Tensor& y) {
+      mt->clean = x;
+      return std::make_pair(mt->noised(x), y);
+    };
+    u.label_loss = [mt](const torch::Tensor& out, const torch::Tensor& y) { return mt->loss(out, y); };
+    u.label_loss_plants_mse = true;
+    u.before_step = [mt](std::int64_t step) {
+      mt->step = step;
+      if (step == 0) mt->copy_student();
+    };
+    u.after_update = [mt](std::int64_t step) { mt->update(step); };
+    const auto* t = u.tab;
+    const bool mse = mt->mse_on_logits;
+    u.validate = [t, mse](net& model, double scale) {
+      taps vt;
+      const auto n = std::min<std::int64_t>(512, t->x_val.size(0));
+      const auto y = t->y_val.slice(0, 0, n);
+      const auto out = model.forward(t->x_val.slice(0, 0, n) * scale, vt);
+      return (mse ? torch::mse_loss(out, torch::one_hot(y, 10).to(torch::kFloat))
+                  : torch::nn::functional::cross_entropy(out, y))
+          .item<double>();
+    };
+    u.frozen_layer = conv ? "fc" : "fc1";
+    u.observe_group_lrs = true;
   } else if (is_lm(s.family)) {
     const bool apache = s.variant.find("apache") != std::string::npos;
     u.txt = apache ? (d.apache ? &*d.apache : nullptr) : (d.gpl ? &*d.gpl : nullptr);
@@ -1694,7 +1821,7 @@ inline result train(const run_spec& s, const data& d, bool monitored = true) {
     if (u.nt_xent) return nt_xent_loss(out);
     if (u.sgns) return sgns_loss(out);
     if (mse) return torch::mse_loss(out, x);
-    if (f == fault::wrong_loss_mse_on_logits)  // soft targets (mixup's) as they are
+    if (f == fault::wrong_loss_mse_on_logits && !u.label_loss_plants_mse)  // soft targets (mixup's) as they are
       return torch::mse_loss(out, y.is_floating_point() ? y : torch::one_hot(y, u.classes).to(torch::kFloat));
     if (u.label_loss) return u.label_loss(out, y);
     if (u.teacher) {
