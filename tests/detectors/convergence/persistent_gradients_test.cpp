@@ -152,28 +152,38 @@ TEST_CASE("persistent_gradients: bad parameters are refused with an mldiag: mess
                        doctest::Contains("min_loss_rises"), mldiag::error);
 }
 
-TEST_CASE("persistent gradients wait for their consequence: a warning only when the loss worsens") {
+TEST_CASE("persistent gradients wait for their consequence: a warning when the loss worsens or the agreement lasts") {
   // Consecutive gradients that agree (cosine 0.95, increments at 0.1) while the loss moves up
   // on a third of the steps: the signature of gradients never zeroed, and of a healthy CTC
-  // network's first 50 steps under Adam (round 12). It is info awaiting its consequence; the
-  // monitor makes it a warning when the loss's mean rises 10% above its best (harm_watch).
-  const auto run_with = [](bool loss_worsens) {
+  // network's first 50 steps under Adam (round 12), whose agreement then ends. It is info
+  // awaiting its consequence; the monitor makes it a warning when the loss's mean rises 10%
+  // above its best (harm_watch), the detector when the agreement lasts `persist` (100) more steps.
+  const auto run_with = [](bool loss_worsens, int agree_until) {
     mldiag::monitor mon;
     return mldiag_test::run_monitor(mon, 200, [&](int step, mldiag::monitor& m) {
-      m.observe(mldiag::gradient_cosines{0.95, 0.1});
+      m.observe(step < agree_until ? mldiag::gradient_cosines{0.95, 0.1} : mldiag::gradient_cosines{0.1, -0.5});
       const double trend = loss_worsens && step >= 120 ? 1.0 + 0.02 * (step - 120) : 1.0 - 0.001 * step;
       m.observe(mldiag::scalar::loss, trend * (step % 3 == 0 ? 1.02 : 1.0));
     });
   };
-  const auto quiet = run_with(false);
+  // The agreement ends at step 100 (its onset at 48), the loss goes on falling: info only.
+  const auto quiet = run_with(false, 100);
   const auto persist = quiet.named(mldiag::symptoms::gradients_persist.text);
   REQUIRE(persist.size() == 1);
   CHECK(persist[0].severity == mldiag::severity::info);
   CHECK(persist[0].awaits_consequence);
+  CHECK(persist[0].last_step == 48);  // the window full at step 19, then sustain 30
   CHECK(quiet.at_least(mldiag::severity::warning).empty());
   // Twin: the loss climbs from step 120: the same claim, escalated with the harm in its reason.
-  const auto harmed = run_with(true).named(mldiag::symptoms::gradients_persist.text);
+  const auto harmed = run_with(true, 100).named(mldiag::symptoms::gradients_persist.text);
   REQUIRE(harmed.size() == 2);
   CHECK(harmed[1].severity == mldiag::severity::warning);
   CHECK(harmed[1].why.find("consequence observed") != std::string::npos);
+  // Twin: the agreement lasts, the loss still falls: a warning 100 steps after the onset.
+  const auto lasting = run_with(false, 200).named(mldiag::symptoms::gradients_persist.text);
+  REQUIRE(lasting.size() == 2);
+  CHECK(lasting[1].severity == mldiag::severity::warning);
+  CHECK(lasting[1].last_step == 148);  // 100 after the onset
+  CHECK(lasting[1].first_step == persist[0].first_step);
+  CHECK(lasting[1].why.find("held 100 of 100") != std::string::npos);
 }

@@ -29,7 +29,9 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// (about -0.5) even when one direction dominates every batch, while a never-zeroed gradient's
 /// increment is a fresh gradient. Where the loss also moved up on at least
 /// `min_loss_rises` (10%) of the window's steps (the batches differ), info that awaits its
-/// consequence: a warning when the loss or validation worsens (the monitor's harm_watch);
+/// consequence: a warning when the loss or validation worsens (the monitor's harm_watch), or
+/// when the agreement has lasted `persist` (100) more steps (never-zeroed gradients agree for as
+/// long as they accumulate; a healthy CTC network's early agreement ended by step 60);
 /// plain info when the loss falls
 /// smoothly (full-batch training, whose gradients and increments agree legitimately), when no
 /// loss is recorded, or when the increments' cosine was not recorded. Reports the onset;
@@ -50,6 +52,7 @@ class persistent_gradients {
     double min_increment_cosine = 0.0;
     std::size_t sustain = 30;
     double min_loss_rises = 0.1;
+    std::size_t persist = 100;
     /// The named parameters (`make_detector`'s keys), each beside its default above.
     static constexpr auto fields() {
       return std::array{
@@ -57,7 +60,8 @@ class persistent_gradients {
           field<config>{"min_cosine", &config::min_cosine},
           field<config>{"min_increment_cosine", &config::min_increment_cosine},
           field<config>{"sustain", &config::sustain},
-          field<config>{"min_loss_rises", &config::min_loss_rises}};
+          field<config>{"min_loss_rises", &config::min_loss_rises},
+          field<config>{"persist", &config::persist}};
     }
   };
   persistent_gradients() : persistent_gradients(config{}) {}
@@ -70,7 +74,7 @@ class persistent_gradients {
     }
   }
   /// What this detector is: its name (`make_detector`'s key), question and symptoms.
-  static constexpr detector_info about{"persistent_gradients", question::convergence, {symptoms::gradients_persist, symptoms::gradients_nearly_identical}, "gradients that agree step after step: gradients never zeroed", {.restarts_on_change = true, .consequence = "the loss or validation worsening while gradients that agree step after step accumulate"}};
+  static constexpr detector_info about{"persistent_gradients", question::convergence, {symptoms::gradients_persist, symptoms::gradients_nearly_identical}, "gradients that agree step after step: gradients never zeroed", {.restarts_on_change = true, .consequence = "the loss or validation worsening while gradients that agree step after step accumulate, or the agreement lasting persist (100) more steps"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   void observe(const observation& o, std::vector<finding>& out) {
     const snapshot& s = o.now;
@@ -92,9 +96,14 @@ class persistent_gradients {
       fired_.reset();
       return;
     }
-    if (!fired_.observe(true, c_.sustain)) return;
+    const bool onset = fired_.observe(true, c_.sustain);
+    // Still agreeing `persist` observations after the onset: gradients that accumulate go on
+    // agreeing for as long as they are never zeroed; a healthy run's early agreement ends.
+    const bool lasted = c_.persist > 0 && fired_.run() == c_.sustain + c_.persist;
+    if (!onset && !lasted) return;
     const double rise_fraction = rises_.empty() ? std::numeric_limits<double>::quiet_NaN() : rises_.mean();
     const bool warn = increments_known && rises_.full() && rise_fraction >= c_.min_loss_rises;
+    if (lasted && !warn) return;  // full-batch agreement is expected however long it lasts
     finding f = make_finding(question::convergence,
                              warn ? symptoms::gradients_persist
                                   : symptoms::gradients_nearly_identical,
@@ -112,6 +121,8 @@ class persistent_gradients {
     // increments at 0.03-0.05 for their first 50 steps and train (round 12). A loss that falls
     // smoothly is full-batch training, whose gradients agree legitimately.
     out.push_back(escalate(std::move(f), {.awaits_consequence = warn,
+                                          .held = lasted ? c_.persist : 1,
+                                          .horizon = warn ? c_.persist : 0,
                                           .note = warn ? "the loss moved up on some steps while the gradients agreed"
                                                        : "the loss fell smoothly, or the increments are not known"}));
   }
