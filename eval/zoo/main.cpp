@@ -206,7 +206,7 @@ constexpr first_contact_figure first_contacts[] = {
     {"heldout", 60, 150}, {"heldout2", 5, 75},  {"heldout3", 15, 75}, {"heldout4", 1, 81},   {"heldout5", 39, 81},
     {"heldout6", 22, 81}, {"heldout7", 23, 81}, {"heldout8", 25, 81}, {"heldout9", 13, 108},
     {"heldout10", 40, 108}, {"heldout11", 4, 81}, {"heldout12", 5, 81}, {"heldout13", 2, 81},
-    {"heldout14", 6, 81},
+    {"heldout14", 6, 81}, {"heldout15", 1, 81},
 };
 
 // "first_contact_heldout":0.4000,... and their total, for the JSON line.
