@@ -24,6 +24,7 @@
 
 #include "data.hpp"
 #include "families.hpp"
+#include "families_meta_learning_sparse_autoencoder_warm_restarts.hpp"  // fewshot_net
 #include "observe.hpp"
 
 #include <torch/torch.h>
@@ -197,46 +198,11 @@ inline torch::Tensor mixture_nll(const torch::Tensor& out, const torch::Tensor& 
 // ---------------------------------------------------------------------------------------------
 // mean_teacher: semi-supervised learning with an averaged teacher
 
-/// The classifier both networks are: an MLP (`fc1`, ... ReLU, `head`) or a CNN (`conv1`,
-/// `conv2`: 3x3 convolutions of stride 2, ReLU; `fc` of 64, ReLU; `head`), ten logits.
-struct teacher_student_net : net {
-  teacher_student_net(std::int64_t side, bool conv, const std::vector<std::int64_t>& widths) : side_(side), conv_(conv) {
-    using namespace torch::nn;
-    std::int64_t in = side * side;
-    if (conv_) {
-      conv1 = register_module("conv1", Conv2d(Conv2dOptions(1, widths[0], 3).stride(2).padding(1)));
-      conv2 = register_module("conv2", Conv2d(Conv2dOptions(widths[0], widths[1], 3).stride(2).padding(1)));
-      const auto s = ((side + 1) / 2 + 1) / 2;
-      fc = register_module("fc", Linear(widths[1] * s * s, 64));
-      in = 64;
-      overflow_sites = {{"conv1", "conv1.relu"}, {"conv2", "conv2.relu"}, {"fc", "fc.relu"}};
-    } else {
-      for (std::size_t i = 0; i < widths.size(); ++i) {
-        const auto n = "fc" + std::to_string(i + 1);
-        layers.push_back(register_module(n, Linear(in, widths[i])));
-        overflow_sites.emplace_back(n, n + ".relu");
-        in = widths[i];
-      }
-    }
-    head = register_module("head", Linear(in, 10));
-  }
-  torch::Tensor forward(const torch::Tensor& x, taps& t) override {
-    torch::Tensor h = x;
-    if (conv_) {
-      h = t.act("conv1.relu", torch::relu(conv1(x.view({x.size(0), 1, side_, side_}))));
-      h = t.act("conv2.relu", torch::relu(conv2(h)));
-      h = t.act("fc.relu", torch::relu(fc(h.flatten(1))));
-    } else {
-      for (std::size_t i = 0; i < layers.size(); ++i)
-        h = t.act("fc" + std::to_string(i + 1) + ".relu", torch::relu(layers[i](h)));
-    }
-    return head(h);
-  }
-  std::int64_t side_;
-  bool conv_;
-  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::Linear fc{nullptr}, head{nullptr};
-  std::vector<torch::nn::Linear> layers;
+/// The classifier both networks are: round 14's few-shot learner with ten logits (an MLP, or a
+/// CNN of two strided 3x3 convolutions and an fc of 64, no normalization).
+struct teacher_student_net : fewshot_net {
+  teacher_student_net(std::int64_t side, bool conv, const std::vector<std::int64_t>& widths)
+      : fewshot_net(side, conv, widths, 10) {}
 };
 
 /// The mean teacher's data: `labels_per_class` labelled training images of each class (the
