@@ -626,3 +626,56 @@ TEST_CASE("declarations: a schedule's restart (change::optimizer) keeps the task
     CHECK(d.named(mldiag::symptoms::sustained_loss_increase).empty());
   }
 }
+
+namespace {
+
+// A detector of a user's own that counts the losses it has seen since it was added or last
+// started again, and raises one info finding at step 99 saying how many. With `Answers`, it
+// also says what a declared change means to it (`on_change`): it keeps its count across an
+// optimizer change and starts again on new data.
+template <bool Answers>
+struct counting_detector {
+  static constexpr mldiag::symptom counted{"losses counted"};
+  static constexpr mldiag::detectors::detector_info about{"counting", mldiag::question::convergence, {counted},
+                                                          "how many losses since it started", {.restarts_on_change = true}};
+  [[nodiscard]] std::string_view name() const { return about.name; }
+  void observe(const mldiag::observation& o, std::vector<mldiag::finding>& out) {
+    if (o.now.loss) ++seen;
+    if (o.now.step == 99)
+      out.push_back(mldiag::make_finding(mldiag::question::convergence, counted, severity::info, o.now.step, name(),
+                                         {{"seen", static_cast<double>(seen)}}));
+  }
+  void on_change(mldiag::change kind)
+    requires Answers
+  {
+    if (kind == mldiag::change::data) seen = 0;
+  }
+  std::size_t seen = 0;
+};
+
+template <bool Answers>
+double counted_after(mldiag::change kind) {
+  mldiag::monitor mon;
+  mon.add(counting_detector<Answers>{});
+  const auto d = mldiag_test::run_monitor(mon, 100, [&](int step, mldiag::monitor& m) {
+    if (step == 60) m.observe(mldiag::regime_change{kind});
+    m.observe(mldiag::scalar::loss, 1.0);
+  });
+  const auto f = d.named(counting_detector<Answers>::counted.text);
+  REQUIRE(f.size() == 1);
+  for (const auto& [name, value] : f[0].evidence)
+    if (name == "seen") return value;
+  FAIL("no 'seen' evidence");
+  return -1.0;
+}
+
+}  // namespace
+
+TEST_CASE("declarations: a detector of one's own says what a change means to it (on_change)") {
+  // Answers: an optimizer change keeps all 100 losses; new data at step 60 starts it again, 40.
+  CHECK(counted_after<true>(mldiag::change::optimizer) == 100.0);
+  CHECK(counted_after<true>(mldiag::change::data) == 40.0);
+  // Twin: without on_change, any declared change puts it back as it was added (40 either way).
+  CHECK(counted_after<false>(mldiag::change::optimizer) == 40.0);
+  CHECK(counted_after<false>(mldiag::change::data) == 40.0);
+}
