@@ -24,6 +24,19 @@ struct net : torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x, taps& t) = 0;
   /// The layers the forward_inf fault can be planted in: {layer, activation name}.
   std::vector<std::pair<std::string, std::string>> overflow_sites;
+  /// Linear layers `<prefix>1`, `<prefix>2`, ... of `widths` after an input of `in`, registered
+  /// in that order into `into`, each with its ReLU (`<prefix>N.relu`) an overflow site. Returns
+  /// the last width.
+  std::int64_t add_relu_stack(const std::string& prefix, std::int64_t in, const std::vector<std::int64_t>& widths,
+                              std::vector<torch::nn::Linear>& into) {
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      const auto name = prefix + std::to_string(i + 1);
+      into.push_back(register_module(name, torch::nn::Linear(in, widths[i])));
+      overflow_sites.emplace_back(name, name + ".relu");
+      in = widths[i];
+    }
+    return in;
+  }
 };
 
 /// An MLP: in -> hidden... (ReLU) -> out.

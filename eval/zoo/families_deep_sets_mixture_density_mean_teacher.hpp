@@ -95,21 +95,8 @@ struct deep_sets_net : net {
   deep_sets_net(std::int64_t in, const std::vector<std::int64_t>& phi, const std::vector<std::int64_t>& rho,
                 bool mean_pool, std::int64_t classes)
       : mean_(mean_pool) {
-    using namespace torch::nn;
-    std::int64_t width = in;
-    for (std::size_t i = 0; i < phi.size(); ++i) {
-      const auto name = "phi" + std::to_string(i + 1);
-      phi_.push_back(register_module(name, Linear(width, phi[i])));
-      overflow_sites.emplace_back(name, name + ".relu");
-      width = phi[i];
-    }
-    for (std::size_t i = 0; i < rho.size(); ++i) {
-      const auto name = "rho" + std::to_string(i + 1);
-      rho_.push_back(register_module(name, Linear(width, rho[i])));
-      overflow_sites.emplace_back(name, name + ".relu");
-      width = rho[i];
-    }
-    head = register_module("head", Linear(width, classes));
+    const auto width = add_relu_stack("rho", add_relu_stack("phi", in, phi, phi_), rho, rho_);
+    head = register_module("head", torch::nn::Linear(width, classes));
   }
   torch::Tensor forward(const torch::Tensor& x, taps& t) override {
     const auto sets = x.size(0), n = x.size(1);
@@ -156,13 +143,7 @@ inline table fashion_bottom_ink(const table& t) {
 struct mdn_net : net {
   mdn_net(std::int64_t in, const std::vector<std::int64_t>& hidden, std::int64_t k) {
     using namespace torch::nn;
-    std::int64_t width = in;
-    for (std::size_t i = 0; i < hidden.size(); ++i) {
-      const auto name = "fc" + std::to_string(i + 1);
-      layers_.push_back(register_module(name, Linear(width, hidden[i])));
-      overflow_sites.emplace_back(name, name + ".relu");
-      width = hidden[i];
-    }
+    const auto width = add_relu_stack("fc", in, hidden, layers_);
     pi_head = register_module("pi_head", Linear(width, k));
     mu_head = register_module("mu_head", Linear(width, k));
     sigma_head = register_module("sigma_head", Linear(width, k));

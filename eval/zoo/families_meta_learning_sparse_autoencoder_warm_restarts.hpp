@@ -106,12 +106,7 @@ struct fewshot_net : net {
       in = 64;
       overflow_sites = {{"conv1", "conv1.relu"}, {"conv2", "conv2.relu"}, {"fc", "fc.relu"}};
     } else {
-      for (std::size_t i = 0; i < widths.size(); ++i) {
-        const auto n = "fc" + std::to_string(i + 1);
-        layers.push_back(register_module(n, Linear(in, widths[i])));
-        overflow_sites.emplace_back(n, n + ".relu");
-        in = widths[i];
-      }
+      in = add_relu_stack("fc", in, widths, layers);
     }
     head = register_module("head", Linear(in, ways));
   }
