@@ -93,9 +93,8 @@ class divergence {
   static constexpr detector_info about{"divergence", question::convergence, {symptoms::missing_loss_value, symptoms::sustained_loss_increase, symptoms::loss_scale_halving, symptoms::loss_far_above_best}, "a lost loss value, a sustained climb of the loss, an fp16 loss scale that keeps halving", {.restarts_on_change = true, .consequence = "the climb itself, or the loss far above its best (the progress measure worsened); a lost loss value at once; the scale halving halvings times"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   /// A declared change (any kind) starts it again, and the climb's new baseline judges a climb
-  /// only once it holds `settle` losses: an SGDR restart's rise over the four losses after it
-  /// was a "sustained increase" against a baseline of one (round 14). The best loss restarts
-  /// too: a restart's rise is what the new regime is expected to do for a while.
+  /// only once it holds `settle` losses: a restart's rise measured against one or two losses is
+  /// no evidence (docs/accuracy.md#divergence). The best loss restarts too.
   void on_change(mldiag::change) {
     const bool seen = seen_loss_;
     *this = divergence(c_);

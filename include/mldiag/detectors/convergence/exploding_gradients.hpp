@@ -217,9 +217,8 @@ class exploding_gradients {
       const bool first = !settled && jump_start_ < static_cast<std::int64_t>(c_.settle);
       // A jump the loss answered only marginally (up by `loss_rise` and 3 MADs on
       // `loss_up_steps` jump steps, not decisively) waits, at any step, for the loss to come
-      // back (first_steps): a rise that is gone within `come_back` steps harmed nothing (a CTC
-      // network at SGD 0.2, batch 8: 11x for two steps, the loss up on both, and back; round
-      // 12), one that stays is the explosion's verdict. A decisive answer is harm at once.
+      // back (first_steps): a rise gone within `come_back` steps harmed nothing, one that stays
+      // is the explosion's verdict (docs/accuracy.md#exploding_gradients). Decisive is harm at once.
       const bool marginal = settled && loss_up_run_ >= c_.loss_up_steps && !loss_decisive;
       if (seen_loss_ && !loss_bad && !unrecovered_ &&
           (marginal || (first && (loss_decisive || (ratio >= c_.critical_ratio && !clipped && !fell))))) {

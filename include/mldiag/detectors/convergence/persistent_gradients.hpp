@@ -31,7 +31,7 @@ namespace mldiag::inline MLDIAG_ABI::detectors {
 /// `min_loss_rises` (10%) of the window's steps (the batches differ), info that awaits its
 /// consequence: a warning when the loss or validation worsens (the monitor's harm_watch), or
 /// when the agreement has lasted `persist` (100) more steps (never-zeroed gradients agree for as
-/// long as they accumulate; a healthy CTC network's early agreement ended by step 60);
+/// long as they accumulate; a healthy run's early agreement ends);
 /// plain info when the loss falls
 /// smoothly (full-batch training, whose gradients and increments agree legitimately), when no
 /// loss is recorded, or when the increments' cosine was not recorded. Reports the onset;
@@ -117,8 +117,8 @@ class persistent_gradients {
     // Batches that differ (the loss moves up on some steps) make the agreement a claim that
     // gradients accumulate; its consequence is the run's: the loss or validation worsening, as
     // gradients never zeroed do (2.3 -> 84), escalated by the monitor (harm_watch). The
-    // agreement alone is no harm: healthy CTC networks under Adam agree at 0.92-0.96 with
-    // increments at 0.03-0.05 for their first 50 steps and train (round 12). A loss that falls
+    // agreement alone is no harm: some healthy networks agree for their first 50 steps and
+    // train (docs/accuracy.md#persistent_gradients). A loss that falls
     // smoothly is full-batch training, whose gradients agree legitimately.
     out.push_back(escalate(std::move(f), {.awaits_consequence = warn,
                                           .held = lasted ? c_.persist : 1,

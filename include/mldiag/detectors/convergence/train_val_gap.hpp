@@ -57,9 +57,8 @@ class train_val_gap {
   static constexpr detector_info about{"train_val_gap", question::convergence, {symptoms::train_far_below_val}, "a training loss far below the validation loss", {.restarts_on_change = true, .judges_loss_progress = true, .consequence = "learning that does not carry to validation; declared unlike training: the gap widening while validation worsens"}};
   [[nodiscard]] std::string_view name() const { return about.name; }
   /// New data or fine-tuning start it again (a new task's initial loss is the new scale). A new
-  /// optimizer or its schedule, or unfrozen layers, leave the task and its scale as they were:
-  /// restarted, `min_gap` became a share of an SGDR run's losses after a restart (0.01 instead
-  /// of 2.3), and a gap of 0.05 was "far" (round 14).
+  /// optimizer or its schedule, or unfrozen layers, leave the task and its scale as they were
+  /// (restarted there, `min_gap` would become a share of the small losses after a late restart).
   void on_change(mldiag::change kind) {
     if (kind == mldiag::change::data || kind == mldiag::change::fine_tuning) *this = train_val_gap(c_);
   }

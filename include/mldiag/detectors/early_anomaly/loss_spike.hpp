@@ -101,8 +101,7 @@ class loss_spike {
   [[nodiscard]] std::string_view name() const { return about.name; }
   /// A declared change (any kind) opens a new baseline, formed by its first `settle` losses
   /// whatever their size, as at training's start: a schedule's restart lifts the loss for a few
-  /// steps (an SGDR restart to SGD 0.1 went 0.92, 1.04, 2.50, 2.21, 1.71 and back to 1.0 within
-  /// 8 steps; judged against a median of three it was a critical spike, round 14).
+  /// steps, which a baseline of two or three losses would read as a spike.
   void on_change(mldiag::change) {
     *this = loss_spike(c_);
     restarted_ = true;
